@@ -1,0 +1,52 @@
+# driverset — see README.md.
+SHELL := /usr/bin/env bash
+GO    ?= go
+
+# Everything but the test-bed scenarios: seconds, no binaries needed.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
+# The test bed's binaries: built once into ~/.cache/driverset-testbed (20-40 min cold), then reused.
+TESTBED_BIN = $(shell hack/testbed-build.sh)
+TESTBED_DIR ?= /tmp/driverset-testbed
+
+.PHONY: test test-unit e2e testbed-bin testbed-up testbed-down demo lint build
+
+## test: unit tests, then every scenario on the real test bed (what CI runs)
+test: test-unit e2e
+
+## test-unit: the fast tests alone
+test-unit:
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+## e2e: the test-bed packages (control plane, simulators, driverset scenarios), one at a time
+e2e: testbed-bin
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -count=1 -p 1 -timeout 45m -v ./e2e/...
+
+## testbed-bin: build (or find) the test bed's binaries and print their folder
+testbed-bin:
+	@hack/testbed-build.sh
+
+## testbed-up: start a test bed in the background; prints the KUBECONFIG to use with kubectl
+testbed-up: testbed-bin
+	@mkdir -p $(TESTBED_DIR)
+	@DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) run ./e2e/cmd/testbed up --dir $(TESTBED_DIR) >$(TESTBED_DIR)/testbed.out 2>&1 &
+	@for i in $$(seq 1 120); do grep -q '^export KUBECONFIG' $(TESTBED_DIR)/testbed.out 2>/dev/null && break; sleep 1; done
+	@cat $(TESTBED_DIR)/testbed.out
+	@echo "kubectl: $(TESTBED_BIN)/kubectl"
+
+## testbed-down: stop it
+testbed-down:
+	$(GO) run ./e2e/cmd/testbed down --dir $(TESTBED_DIR)
+
+## demo: driverset's main job end to end on a local test bed, told plainly
+demo: testbed-bin
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) run ./e2e/cmd/demo
+
+## build: the driverset binary
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/driverset ./cmd/driverset
+
+## lint: formatting, vet, and golangci-lint when installed
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped"; fi

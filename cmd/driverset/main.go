@@ -1,0 +1,77 @@
+// Command driverset is driverset's one binary:
+//
+//	driverset serve        the admission webhook and the (leader-elected) controller
+//	driverset wrap -- CMD  runs a driver's entrypoint at most once per pod (inside driver pods)
+//	driverset copy-binary  copies this binary into a shared volume (the driver pod's init container)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/driverset/driverset/wrap"
+)
+
+const usage = `usage: driverset <command> [flags]
+
+commands:
+  serve        run the admission webhook and the controller
+  wrap         run a Spark driver's entrypoint at most once per pod: driverset wrap [flags] -- CMD [ARGS...]
+  copy-binary  copy this binary to DEST (used by the driver pod's init container): driverset copy-binary DEST
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		if err := serve(ctx, args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "driverset serve:", err)
+			return 1
+		}
+		return 0
+	case "wrap":
+		o, err := wrap.ParseArgs(args[1:])
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		code, err := wrap.Run(context.Background(), o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "driverset wrap:", err)
+		}
+		return code
+	case "copy-binary":
+		if len(args) != 2 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		if err := copyBinary(args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, "driverset copy-binary:", err)
+			return 1
+		}
+		return 0
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "driverset: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}

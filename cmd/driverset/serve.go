@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/controller"
+	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/webhook"
+)
+
+type serveFlags struct {
+	kubeconfig        string
+	webhookHost       string
+	webhookPort       int
+	certDir           string
+	metricsAddr       string
+	probeAddr         string
+	leaderElect       bool
+	leaderElectionNS  string
+	image             string
+	imagePullPolicy   string
+	restartBackoff    time.Duration
+	maxRestartBackoff time.Duration
+}
+
+func parseServeFlags(args []string) (serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, or $KUBECONFIG)")
+	fs.StringVar(&f.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the webhook server")
+	fs.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key; reloaded when they change")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 turns it off")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns it off")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one controller among the replicas (every replica serves the webhook)")
+	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
+	fs.StringVar(&f.image, "image", "", "driverset's own image, run by the init container that brings `driverset wrap` into driver pods (default: read from this pod, named by $POD_NAME in $POD_NAMESPACE)")
+	fs.StringVar(&f.imagePullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of that init container")
+	fs.DurationVar(&f.restartBackoff, "restart-backoff", 10*time.Second, "delay before the first restart of a failed driver; doubles with each restart")
+	fs.DurationVar(&f.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay between restarts")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if f.image == "" && (os.Getenv("POD_NAME") == "" || os.Getenv("POD_NAMESPACE") == "") {
+		return f, errors.New("--image is required outside a pod: the image the driver pods' init container copies the driverset binary from")
+	}
+	return f, nil
+}
+
+// serve runs the webhook (on every replica) and the controller (on the leader) until ctx ends.
+func serve(ctx context.Context, args []string) error {
+	f, err := parseServeFlags(args)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New())
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if f.image == "" {
+		if f.image, err = ownImage(ctx, cfg, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")); err != nil {
+			return err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Cache:                   cacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "driverset.driverset.dev",
+		LeaderElectionNamespace: f.leaderElectionNS,
+		// Shorter than the default lease so a new leader takes over a dead one's drivers quickly.
+		LeaseDuration: ptr(15 * time.Second),
+		RenewDeadline: ptr(10 * time.Second),
+		RetryPeriod:   ptr(2 * time.Second),
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{
+			Host:    f.webhookHost,
+			Port:    f.webhookPort,
+			CertDir: f.certDir,
+			TLSOpts: []func(*tls.Config){
+				func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 },
+				// HTTP/2 off: its rapid-reset and stream-flood weaknesses are not worth it for
+				// an apiserver client that speaks HTTP/1.1 just as well.
+				func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} },
+			},
+		}),
+	})
+	if err != nil {
+		return err
+	}
+
+	hooks := mgr.GetWebhookServer()
+	hooks.Register(webhook.DriverPath, &admission.Webhook{Handler: &webhook.Driver{}})
+	hooks.Register(webhook.DriverEnforcedPath, &admission.Webhook{Handler: &webhook.Driver{Enforced: true}})
+
+	r := &controller.Placeholder{
+		Client:  mgr.GetClient(),
+		Events:  mgr.GetEventRecorder("driverset.dev/controller"),
+		Convert: convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
+		Budget:  controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready means the webhook server is up and serving its certificate.
+	if err := mgr.AddReadyzCheck("webhook", hooks.StartedChecker()); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// cacheOptions keeps the informers small: only Spark's pods, and only driverset's StatefulSets and Services.
+func cacheOptions() cache.Options {
+	spark, _ := labels.NewRequirement(contract.LabelSparkRole, selection.In, []string{contract.RoleDriver, contract.RoleExecutor})
+	ours, _ := labels.NewRequirement(contract.LabelDriver, selection.Exists, nil)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:         {Label: labels.NewSelector().Add(*spark)},
+		&appsv1.StatefulSet{}: {Label: labels.NewSelector().Add(*ours)},
+		&corev1.Service{}:     {Label: labels.NewSelector().Add(*ours)},
+	}}
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+// ownImage is the image of the driverset container of this pod.
+func ownImage(ctx context.Context, cfg *rest.Config, ns, name string) (string, error) {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return "", err
+	}
+	var pod corev1.Pod
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		return "", fmt.Errorf("reading this pod to learn driverset's image (or set --image): %w", err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == "driverset" {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container named driverset; set --image", ns, name)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,65 @@
+// Package contract holds driverset's API: the labels, annotations and scheduling gates that users,
+// admins and driverset's own components read and write, and the one function that names the
+// objects driverset creates for a driver. These names are API: change them only on purpose.
+package contract
+
+// Opt-in and policy.
+const (
+	// LabelResilient on a Spark driver pod opts it in. Users set it with
+	// --conf spark.kubernetes.driver.label.driverset.dev/resilient=true.
+	LabelResilient = "driverset.dev/resilient"
+	// LabelPolicy on a Namespace with the value PolicyEnforce converts every Spark driver pod in it.
+	LabelPolicy   = "driverset.dev/policy"
+	PolicyEnforce = "enforce"
+)
+
+// What driverset sets on the objects it makes.
+const (
+	// LabelPlaceholder marks the admitted, never-scheduled driver pod that spark-submit posted.
+	LabelPlaceholder = "driverset.dev/placeholder"
+	// GatePlaceholder is the scheduling gate that keeps the placeholder off every node. It is never removed.
+	GatePlaceholder = "driverset.dev/placeholder"
+	// GateStaleExecutors holds a new driver incarnation while executors of an earlier one still exist.
+	GateStaleExecutors = "driverset.dev/stale-executors"
+	// LabelDriver names the StatefulSet that runs a driver; it is on the StatefulSet, its pod and
+	// that pod's executors. The driver webhook never converts a pod that carries it.
+	LabelDriver = "driverset.dev/driver"
+	// AnnotationResources keeps, on the placeholder, the real resources of each container that the
+	// webhook shrank (JSON, see convert.ContainerResources); the StatefulSet's template restores them.
+	AnnotationResources = "driverset.dev/resources"
+	// AnnotationRestarts counts, on the placeholder, the process-failure restarts made so far.
+	AnnotationRestarts = "driverset.dev/restarts"
+	// AnnotationRestartedIncarnation is the UID of the last driver pod that driverset replaced after a
+	// process failure, so that one failure is never counted twice.
+	AnnotationRestartedIncarnation = "driverset.dev/restarted-incarnation"
+)
+
+// Knobs a user sets on the driver pod (spark.kubernetes.driver.annotation.<key>).
+const (
+	// AnnotationMaxRestarts: process-failure restarts allowed; node-loss recoveries are not counted.
+	AnnotationMaxRestarts = "driverset.dev/max-restarts"
+	DefaultMaxRestarts    = 3
+	// AnnotationEntrypoint: the image's entrypoint, used when the driver container has no command.
+	AnnotationEntrypoint = "driverset.dev/entrypoint"
+	DefaultEntrypoint    = "/opt/entrypoint.sh"
+	// AnnotationFenceAfter: force-delete a driver whose node has been unreachable this long (opt-in).
+	AnnotationFenceAfter = "driverset.dev/fence-after"
+)
+
+// What Spark puts on its pods (spark-facts.md §2–3).
+const (
+	LabelSparkRole        = "spark-role"
+	RoleDriver            = "driver"
+	RoleExecutor          = "executor"
+	LabelSparkAppSelector = "spark-app-selector"
+	// DriverContainerName is the name Spark gives the driver container.
+	DriverContainerName = "spark-kubernetes-driver"
+	// EnvDriverURL is how an executor finds its driver.
+	EnvDriverURL = "SPARK_DRIVER_URL"
+)
+
+// What driverset puts in the driver's template.
+const (
+	// EnvPodName carries the running pod's own name (downward API) into the driver's --conf.
+	EnvPodName = "DRIVERSET_POD_NAME"
+)

@@ -1,0 +1,53 @@
+package contract
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// MaxStatefulSetName is the longest StatefulSet name driverset makes. The StatefulSet controller
+// labels each pod with controller-revision-hash=<name>-<10-char hash>, and a label value has at
+// most 63 characters: 63 - 11 = 52.
+const MaxStatefulSetName = 52
+
+// Names are the objects driverset makes for one placeholder.
+type Names struct {
+	// StatefulSet runs the driver; its one pod is StatefulSet + "-0".
+	StatefulSet string
+	// Service is the headless Service that gives the driver pod its stable DNS name.
+	Service string
+}
+
+// NamesFor is the one place where driverset names what it creates for the placeholder pod
+// called placeholder. The names are deterministic (create-or-get relies on that):
+//   - StatefulSet: the placeholder's name, a valid DNS-1123 label of at most 52 characters;
+//     a name that is longer or has dots is shortened and suffixed with a hash of the full name.
+//   - Service: the StatefulSet's name with "-ds" appended, prefixed "ds-" when the name does not
+//     start with a letter (a Service name is a DNS-1035 label). Never Spark's own "<x>-driver-svc".
+func NamesFor(placeholder string) Names {
+	sts := placeholder
+	if len(sts) > MaxStatefulSetName || strings.ContainsAny(sts, ".") {
+		sum := sha256.Sum256([]byte(placeholder))
+		suffix := "-" + hex.EncodeToString(sum[:])[:8]
+		base := strings.ReplaceAll(placeholder, ".", "-")
+		if len(base) > MaxStatefulSetName-len(suffix) {
+			base = base[:MaxStatefulSetName-len(suffix)]
+		}
+		sts = strings.TrimRight(base, "-") + suffix
+	}
+	svc := sts + "-ds"
+	if sts == "" || sts[0] < 'a' || sts[0] > 'z' {
+		svc = "ds-" + svc
+	}
+	return Names{StatefulSet: sts, Service: svc}
+}
+
+// DriverPodName is the name of the StatefulSet's one pod.
+func (n Names) DriverPodName() string { return n.StatefulSet + "-0" }
+
+// DriverHost is the stable DNS name of the driver in namespace ns: <sts>-0.<svc>.<ns>.svc.
+func (n Names) DriverHost(ns string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", n.DriverPodName(), n.Service, ns)
+}

@@ -1,0 +1,250 @@
+// Package controller holds driverset's reconcilers: it turns each placeholder pod that the
+// webhook admitted into a headless Service and a StatefulSet of one, mirrors the real driver's
+// state onto the placeholder, and decides what happens when the driver exits.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// Placeholder reconciles one placeholder pod P: it makes P's headless Service H and StatefulSet S,
+// and carries the driver's lifecycle (DESIGN.md flow steps 2, 4 and "Driver lifecycle").
+type Placeholder struct {
+	Client  client.Client
+	Events  events.EventRecorder
+	Convert convert.Options
+	Budget  Budget // Max is taken from each pod; Backoff and MaxBackoff from here
+	Now     func() time.Time
+}
+
+// Reconcile is idempotent: every step is create-or-get or a write conditioned on what was read.
+func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var p corev1.Pod
+	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !convert.IsPlaceholder(&p) || p.DeletionTimestamp != nil {
+		// Deleting P deletes S, H, Spark's ConfigMap and Service through their ownerReferences.
+		return ctrl.Result{}, nil
+	}
+	names := contract.NamesFor(p.Name)
+
+	sts, err := r.ensure(ctx, &p)
+	if err != nil || sts == nil {
+		return ctrl.Result{RequeueAfter: time.Second}, err
+	}
+	if isTerminal(p.Status.Phase) {
+		return ctrl.Result{}, r.scaleToZero(ctx, sts)
+	}
+
+	driver, err := r.driverPod(ctx, p.Namespace, names.DriverPodName(), sts)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	container := driverContainer(&p)
+	settings, err := convert.SettingsOf(&p)
+	if err != nil {
+		// The webhook refuses such pods; one edited afterwards keeps the defaults.
+		logger.Info("invalid driverset settings on placeholder, using defaults", "error", err.Error())
+	}
+	budget := r.Budget
+	budget.Max = settings.MaxRestarts
+	budget.Used, budget.Restarted = restartsOf(&p)
+	outcome := outcomeOf(driver, container)
+	decision := decide(outcome, budget, r.now())
+
+	switch decision.Action {
+	case Restart:
+		if outcome.PodUID != budget.Restarted {
+			budget.Used++
+			if err := r.recordRestart(ctx, &p, budget.Used, outcome.PodUID); err != nil {
+				return ctrl.Result{}, err
+			}
+			r.event(&p, driver, corev1.EventTypeWarning, "Restarting",
+				"the driver exited with code %d in pod %s; starting incarnation %d of %d allowed restarts",
+				outcome.Code, podRef(driver), budget.Used, budget.Max)
+		}
+		err := r.Client.Delete(ctx, driver, client.Preconditions{UID: &outcome.PodUID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, err
+		}
+	case Succeed, Fail:
+		if err := r.scaleToZero(ctx, sts); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used}
+	if err := r.writeStatus(ctx, &p, view); err != nil {
+		return ctrl.Result{}, err
+	}
+	if decision.Action == Wait {
+		return ctrl.Result{RequeueAfter: decision.After}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensure creates H and S for P when they do not exist and returns S. It returns nil (and no
+// error) while an S of the same name belongs to another owner, e.g. an earlier P of the same name
+// that the garbage collector has not finished deleting.
+func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.StatefulSet, error) {
+	svc, err := convert.Service(p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := createOrGet(ctx, r.Client, svc); err != nil {
+		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
+	}
+	want, err := convert.StatefulSet(p, r.Convert)
+	if err != nil {
+		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)
+		return nil, err
+	}
+	created, err := createOrGet(ctx, r.Client, want)
+	if err != nil {
+		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
+	}
+	if !metav1.IsControlledBy(want, p) {
+		r.event(p, nil, corev1.EventTypeWarning, "NameTaken",
+			"StatefulSet %s exists and is not owned by this pod; waiting for it to go away", want.Name)
+		return nil, nil
+	}
+	if created {
+		r.event(p, want, corev1.EventTypeNormal, "Converted",
+			"driverset runs this driver as StatefulSet %s (pod %s) behind headless Service %s; this pod is its placeholder",
+			want.Name, contract.NamesFor(p.Name).DriverPodName(), svc.Name)
+	}
+	return want, nil
+}
+
+// createOrGet creates obj, or reads the existing object of its name into obj. created says which.
+func createOrGet(ctx context.Context, c client.Client, obj client.Object) (created bool, err error) {
+	err = c.Create(ctx, obj)
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, err
+	}
+	return false, c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+}
+
+// driverPod returns S-0 when it exists and belongs to S.
+func (r *Placeholder) driverPod(ctx context.Context, ns, name string, sts *appsv1.StatefulSet) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pod); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&pod, sts) {
+		return nil, nil
+	}
+	return &pod, nil
+}
+
+func (r *Placeholder) scaleToZero(ctx context.Context, sts *appsv1.StatefulSet) error {
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
+		return nil
+	}
+	patch := client.MergeFrom(sts.DeepCopy())
+	zero := int32(0)
+	sts.Spec.Replicas = &zero
+	return client.IgnoreNotFound(r.Client.Patch(ctx, sts, patch))
+}
+
+// recordRestart counts a restart on P before the pod is deleted, under optimistic locking, so a
+// crash between the two never loses or doubles a count.
+func (r *Placeholder) recordRestart(ctx context.Context, p *corev1.Pod, used int, uid types.UID) error {
+	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[contract.AnnotationRestarts] = strconv.Itoa(used)
+	p.Annotations[contract.AnnotationRestartedIncarnation] = string(uid)
+	return r.Client.Patch(ctx, p, patch)
+}
+
+// writeStatus writes P's status when it changed, and records an Event for each transition that a
+// user watching the placeholder would want to know about.
+func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) error {
+	want := placeholderStatus(p.Status, v)
+	if equality.Semantic.DeepEqual(p.Status, want) {
+		return nil
+	}
+	old := p.Status
+	p.Status = want
+	if err := r.Client.Status().Update(ctx, p); err != nil {
+		return err
+	}
+	switch {
+	case want.Phase == corev1.PodSucceeded && old.Phase != corev1.PodSucceeded:
+		r.event(p, v.Driver, corev1.EventTypeNormal, "Completed", "the driver completed (exit code 0) in pod %s", podRef(v.Driver))
+	case want.Phase == corev1.PodFailed && old.Phase != corev1.PodFailed:
+		r.event(p, v.Driver, corev1.EventTypeWarning, "Failed", "the driver failed with exit code %d in pod %s after %d restart(s)",
+			v.Outcome.Code, podRef(v.Driver), v.Restarts)
+	case v.Driver != nil && v.Driver.Spec.NodeName != "" && runningOn(old, v.Driver) != runningOn(want, v.Driver):
+		r.event(p, v.Driver, corev1.EventTypeNormal, "DriverRunning", "the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
+	}
+	return nil
+}
+
+// runningOn reports whether st says the driver runs in pod d on its node.
+func runningOn(st corev1.PodStatus, d *corev1.Pod) bool {
+	return st.Phase == corev1.PodRunning && st.Message == fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(d), d.Spec.NodeName)
+}
+
+// event records an Event on P; related, when not nil, is the object the decision was about.
+func (r *Placeholder) event(p *corev1.Pod, related client.Object, eventType, reason, note string, args ...any) {
+	if r.Events == nil {
+		return
+	}
+	var rel runtime.Object
+	if related != nil && !reflect.ValueOf(related).IsNil() {
+		rel = related
+	}
+	r.Events.Eventf(p, rel, eventType, reason, reason, note, args...)
+}
+
+func (r *Placeholder) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// restartsOf reads P's restart count and the incarnation last restarted.
+func restartsOf(p *corev1.Pod) (int, types.UID) {
+	n, _ := strconv.Atoi(p.Annotations[contract.AnnotationRestarts])
+	return n, types.UID(p.Annotations[contract.AnnotationRestartedIncarnation])
+}
+
+// driverContainer is the name of P's driver container, as convert chose it.
+func driverContainer(p *corev1.Pod) string {
+	if i, err := convert.DriverContainerIndex(p); err == nil {
+		return p.Spec.Containers[i].Name
+	}
+	return contract.DriverContainerName
+}
+
+func isTerminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}

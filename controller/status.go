@@ -1,0 +1,159 @@
+package controller
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ReasonPlaceholder replaces the apiserver's PodScheduled=False/SchedulingGated condition on the
+// placeholder: kubectl shows "SchedulingGated" for any pod with that condition, whatever its phase,
+// and the placeholder must read Running / Completed / Error like a normal driver pod.
+const ReasonPlaceholder = "DriversetPlaceholder"
+
+// View is what the controller knows about the driver when it writes the placeholder's status.
+type View struct {
+	// Driver is the StatefulSet's pod (S-0), nil while it does not exist.
+	Driver *corev1.Pod
+	// Container is the name of the driver container (the same in P and S-0).
+	Container string
+	// Decision about Driver's outcome, and the outcome itself.
+	Decision Decision
+	Outcome  Outcome
+	// Restarts made so far (process failures only).
+	Restarts int
+	// Note, when set, is appended to the message (e.g. why a lost node's pod is waited for).
+	Note string
+}
+
+// placeholderStatus is the status the placeholder must show for v, given its current status.
+// It never moves a container from terminated back to running: the placeholder keeps Spark's
+// restartPolicy Never, for which the apiserver forbids that transition, so an exit that will be
+// retried is shown as waiting with the exit in lastState, and terminated only once it is final.
+func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
+	st := corev1.PodStatus{
+		Phase:     corev1.PodPending,
+		StartTime: cur.StartTime,
+		QOSClass:  cur.QOSClass,
+	}
+	cs := corev1.ContainerStatus{Name: v.Container, RestartCount: int32(v.Restarts)}
+	var driverCS *corev1.ContainerStatus
+	if v.Driver != nil {
+		for i := range v.Driver.Status.ContainerStatuses {
+			if v.Driver.Status.ContainerStatuses[i].Name == v.Container {
+				driverCS = &v.Driver.Status.ContainerStatuses[i]
+			}
+		}
+		if driverCS != nil {
+			cs.Image, cs.ImageID, cs.ContainerID = driverCS.Image, driverCS.ImageID, driverCS.ContainerID
+		}
+	}
+	ready := false
+	switch v.Decision.Action {
+	case Succeed, Fail:
+		st.Phase = corev1.PodSucceeded
+		reason := "Completed"
+		if v.Decision.Action == Fail {
+			st.Phase, reason = corev1.PodFailed, "Error"
+		}
+		cs.State.Terminated = &corev1.ContainerStateTerminated{
+			ExitCode:   int32(v.Outcome.Code),
+			Reason:     reason,
+			FinishedAt: metav1.NewTime(v.Outcome.FinishedAt),
+			Message:    fmt.Sprintf("driver exited with code %d in pod %s", v.Outcome.Code, podRef(v.Driver)),
+		}
+		st.Message = fmt.Sprintf("driverset: the driver exited with code %d in pod %s; %d restart(s)", v.Outcome.Code, podRef(v.Driver), v.Restarts)
+	case Wait, Restart:
+		st.Phase = corev1.PodRunning
+		cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
+			ExitCode:   int32(v.Outcome.Code),
+			Reason:     "Error",
+			FinishedAt: metav1.NewTime(v.Outcome.FinishedAt),
+		}
+		cs.State.Waiting = &corev1.ContainerStateWaiting{
+			Reason:  "DriverRestarting",
+			Message: fmt.Sprintf("the driver exited with code %d; starting a new incarnation", v.Outcome.Code),
+		}
+		st.Message = fmt.Sprintf("driverset: the driver exited with code %d in pod %s; restarting (restart %d)", v.Outcome.Code, podRef(v.Driver), v.Restarts+1)
+	default:
+		switch {
+		case v.Driver == nil:
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "DriverPending", Message: "waiting for the StatefulSet to create the driver pod"}
+			st.Message = "driverset: waiting for the StatefulSet to create the driver pod"
+		case driverCS != nil && driverCS.State.Running != nil:
+			st.Phase = corev1.PodRunning
+			cs.State.Running = driverCS.State.Running.DeepCopy()
+			cs.Started = driverCS.Started
+			cs.Ready, ready = driverCS.Ready, driverCS.Ready
+			st.Message = fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
+		default:
+			// Scheduled or not, the driver has not started yet (or its node was lost before it did).
+			if cur.Phase == corev1.PodRunning {
+				st.Phase = corev1.PodRunning
+			}
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "DriverPending", Message: fmt.Sprintf("driver pod %s is %s", podRef(v.Driver), v.Driver.Status.Phase)}
+			st.Message = fmt.Sprintf("driverset: the driver pod %s is %s", podRef(v.Driver), v.Driver.Status.Phase)
+			if v.Driver.Spec.NodeName != "" {
+				st.Message += " on node " + v.Driver.Spec.NodeName
+			}
+		}
+		if driverCS != nil && driverCS.LastTerminationState.Terminated != nil && v.Restarts > 0 {
+			cs.LastTerminationState = *driverCS.LastTerminationState.DeepCopy()
+		}
+	}
+	if v.Note != "" {
+		st.Message += "; " + v.Note
+	}
+	// A container that already shows a final state keeps it (see above).
+	if old := containerStatus(cur, v.Container); old != nil && old.State.Terminated != nil && cs.State.Terminated == nil {
+		cs = *old
+		st.Phase = cur.Phase
+	}
+	st.ContainerStatuses = []corev1.ContainerStatus{cs}
+	st.Conditions = []corev1.PodCondition{
+		condition(cur, corev1.PodScheduled, corev1.ConditionFalse, ReasonPlaceholder,
+			"driverset runs this driver in a StatefulSet; this placeholder is never scheduled"),
+		condition(cur, corev1.PodReady, boolCondition(ready), "", ""),
+		condition(cur, corev1.ContainersReady, boolCondition(ready), "", ""),
+	}
+	if st.StartTime == nil && st.Phase != corev1.PodPending {
+		now := metav1.Now()
+		st.StartTime = &now
+	}
+	return st
+}
+
+func podRef(p *corev1.Pod) string {
+	if p == nil {
+		return "(none)"
+	}
+	return p.Namespace + "/" + p.Name
+}
+
+func containerStatus(st corev1.PodStatus, name string) *corev1.ContainerStatus {
+	for i := range st.ContainerStatuses {
+		if st.ContainerStatuses[i].Name == name {
+			return &st.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func boolCondition(b bool) corev1.ConditionStatus {
+	if b {
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
+
+// condition builds a condition, keeping its lastTransitionTime when its status did not change.
+func condition(cur corev1.PodStatus, t corev1.PodConditionType, s corev1.ConditionStatus, reason, msg string) corev1.PodCondition {
+	c := corev1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
+	for _, old := range cur.Conditions {
+		if old.Type == t && old.Status == s {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	return c
+}

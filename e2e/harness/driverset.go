@@ -1,0 +1,183 @@
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/driverset/driverset/certs"
+)
+
+// Build compiles cmd/driverset into dir and returns the binary's path.
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "driverset")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/driverset")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/driverset: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Options for one `driverset serve` process.
+type Options struct {
+	Binary     string
+	Kubeconfig string
+	// Dir holds the serving certificate and the log.
+	Dir string
+	// CA signs the serving certificate; a new one when nil. Replicas share one.
+	CA *certs.Authority
+	// Port of the webhook; a free one when 0. Replicas each have their own.
+	Port int
+	// Args are added to serve's flags (e.g. --restart-backoff=1s).
+	Args []string
+}
+
+// Driverset is a running `driverset serve`.
+type Driverset struct {
+	Port    int
+	CA      *certs.Authority
+	LogPath string
+	certDir string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// Start starts `driverset serve` on 127.0.0.1 and waits until it is ready (serving its certificate).
+func Start(ctx context.Context, o Options) (*Driverset, error) {
+	var err error
+	if o.CA == nil {
+		if o.CA, err = certs.NewAuthority("driverset-e2e-ca", 24*time.Hour); err != nil {
+			return nil, err
+		}
+	}
+	if o.Port == 0 {
+		if o.Port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	probePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	d := &Driverset{Port: o.Port, CA: o.CA, certDir: filepath.Join(o.Dir, "certs-"+strconv.Itoa(o.Port)), done: make(chan struct{})}
+	if err := d.Rotate(); err != nil {
+		return nil, err
+	}
+	d.LogPath = filepath.Join(o.Dir, "driverset-"+strconv.Itoa(o.Port)+".log")
+	logf, err := os.Create(d.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve",
+		"--kubeconfig=" + o.Kubeconfig,
+		"--webhook-host=127.0.0.1",
+		"--webhook-port=" + strconv.Itoa(o.Port),
+		"--cert-dir=" + d.certDir,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+		"--leader-election-namespace=driverset-system",
+		"--image=driverset/driverset:e2e",
+	}, o.Args...)
+	d.cmd = exec.Command(o.Binary, args...)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	// The process dies with the test binary, even when that is killed.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() {
+		_ = d.cmd.Wait()
+		logf.Close()
+		close(d.done)
+	}()
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-d.done:
+			return false, fmt.Errorf("driverset exited early; log: %s", d.LogPath)
+		default:
+		}
+		resp, err := http.Get(ready)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		d.Kill()
+		return nil, fmt.Errorf("driverset not ready: %w (log: %s)", err, d.LogPath)
+	}
+	return d, d.checkServing()
+}
+
+// Rotate issues a new serving certificate from the CA and writes it where driverset watches.
+func (d *Driverset) Rotate() error {
+	certPEM, keyPEM, err := d.CA.IssueServing([]string{"127.0.0.1", "localhost"}, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	return certs.WriteKeyPair(d.certDir, certPEM, keyPEM)
+}
+
+// checkServing makes a TLS handshake with the webhook port, trusting only the CA.
+func (d *Driverset) checkServing() error {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(d.CA.CertPEM)
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", d.Port), &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return fmt.Errorf("webhook TLS handshake: %w", err)
+	}
+	return conn.Close()
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (d *Driverset) Stop() error {
+	if d == nil || d.cmd == nil || d.cmd.Process == nil {
+		return nil
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(15 * time.Second):
+		d.Kill()
+		return errors.New("driverset did not stop within 15s of SIGTERM; killed")
+	}
+}
+
+// Kill stops the process at once, as a crash would.
+func (d *Driverset) Kill() {
+	if d == nil || d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.done
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,143 @@
+// Package harness runs driverset itself on the test bed: it builds the binary, starts
+// `driverset serve` as a local process with its own serving certificate, and installs
+// driverset's manifests (the local overlay) into the test bed's apiserver.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// FieldOwner is the server-side-apply field manager of everything the harness applies.
+const FieldOwner = "driverset-e2e"
+
+// Render runs `kubectl kustomize` on a folder of manifests/ (e.g. "overlays/local") and returns
+// its objects. kubectl comes from the test bed's binaries.
+func Render(ctx context.Context, kubectl, overlay string) ([]*unstructured.Unstructured, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(root, "manifests", overlay))
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", overlay, err, stderr.String())
+	}
+	return Decode(&out)
+}
+
+// Decode reads a multi-document YAML stream.
+func Decode(r io.Reader) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// Apply applies objs server-side, in order, as FieldOwner.
+func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// InstallLocal renders the local overlay, points its webhooks at https://127.0.0.1:port with
+// caBundle, applies it, and waits until the apiserver calls the webhook.
+func InstallLocal(ctx context.Context, cfg *rest.Config, kubectl string, port int, caBundle []byte) error {
+	objs, err := Render(ctx, kubectl, "overlays/local")
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if u.GetKind() != "MutatingWebhookConfiguration" {
+			continue
+		}
+		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+		for i := range hooks {
+			h := hooks[i].(map[string]any)
+			cc := h["clientConfig"].(map[string]any)
+			if url, ok := cc["url"].(string); ok {
+				cc["url"] = strings.Replace(url, "127.0.0.1:9443", fmt.Sprintf("127.0.0.1:%d", port), 1)
+			}
+			cc["caBundle"] = caBundle
+		}
+		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
+			return err
+		}
+	}
+	if err := Apply(ctx, cfg, objs); err != nil {
+		return err
+	}
+	return WaitWebhookActive(ctx, cfg)
+}
+
+// WaitWebhookActive waits until a dry-run create of an opted-in driver pod comes back converted:
+// only then does the apiserver call driverset for real pods.
+func WaitWebhookActive(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "driverset-probe-",
+			Labels:       map[string]string{contract.LabelSparkRole: contract.RoleDriver, contract.LabelResilient: "true"},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: contract.DriverContainerName, Image: "probe",
+				Args: []string{"driver", "--properties-file", "/opt/spark/conf/spark.properties", "--class", "Probe", "probe.jar"},
+			}},
+		},
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return got.Labels[contract.LabelPlaceholder] == "true", nil
+	})
+	if err != nil {
+		return fmt.Errorf("driverset's webhook did not become active: %w (last error: %v)", err, last)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/sparksim"
+)
+
+func kube() kubernetes.Interface { return bed.cluster.Client }
+
+// namespace makes a fresh namespace for one scenario, deleted when it ends.
+func namespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := kube().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the namespace's default ServiceAccount", func(ctx context.Context) (bool, error) {
+		_, err := kube().CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	t.Cleanup(func() {
+		_ = kube().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// waitFor polls cond every 200 ms until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond)
+	if err != nil {
+		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
+	}
+	t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
+}
+
+// app is an opted-in Spark 3.5 app in ns, unless the scenario changes it.
+func app(ns, name string) sparksim.App {
+	return sparksim.App{
+		Version:      sparksim.Spark35,
+		Name:         name,
+		Namespace:    ns,
+		DriverLabels: map[string]string{contract.LabelResilient: "true"},
+	}
+}
+
+// submission is a simulated spark-submit running in the background.
+type submission struct {
+	plan   *sparksim.Plan
+	done   chan struct{}
+	result *sparksim.Result
+	err    error
+}
+
+// submit runs spark-submit for a in the background and waits until its driver pod exists.
+func submit(t *testing.T, a sparksim.App) *submission {
+	t.Helper()
+	plan, err := a.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &submission{plan: plan, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		defer close(s.done)
+		s.result, s.err = sparksim.Submit(ctx, kube(), a, sparksim.SubmitOptions{WaitAppCompletion: true, Log: testWriter{t}})
+	}()
+	waitFor(t, 30*time.Second, "spark-submit's driver pod "+plan.DriverPodName, func(ctx context.Context) (bool, error) {
+		select {
+		case <-s.done:
+			return false, fmt.Errorf("spark-submit returned early: %+v, %v", s.result, s.err)
+		default:
+		}
+		_, err := kube().CoreV1().Pods(a.Namespace).Get(ctx, plan.DriverPodName, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	return s
+}
+
+// wait waits for spark-submit to return.
+func (s *submission) wait(t *testing.T, timeout time.Duration) *sparksim.Result {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(timeout):
+		t.Fatalf("spark-submit did not return within %s", timeout)
+	}
+	if s.err != nil {
+		t.Fatalf("spark-submit: %v", s.err)
+	}
+	return s.result
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log("spark-submit: " + strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func getPod(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	p, err := kube().CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v", ns, name, err)
+	}
+	return p
+}
+
+// runningDriver waits until the StatefulSet's pod runs on a node and returns it.
+func runningDriver(t *testing.T, ns string, names contract.Names, notUID string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	waitFor(t, 60*time.Second, "driver pod "+names.DriverPodName()+" Running", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		return string(p.UID) != notUID && p.DeletionTimestamp == nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning, nil
+	})
+	return pod
+}
+
+func getStatefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {
+	t.Helper()
+	s, err := kube().AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("StatefulSet %s/%s: %v", ns, name, err)
+	}
+	return s
+}
+
+// ownedBy reports whether o has exactly one controller reference, to owner.
+func ownedBy(o metav1.Object, owner metav1.Object) bool {
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && ref.UID == owner.GetUID() && len(o.GetOwnerReferences()) == 1
+}
+
+// hasGate reports whether pod carries scheduling gate name.
+func hasGate(pod *corev1.Pod, name string) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/sparksim"
+	"github.com/driverset/driverset/wrap"
+)
+
+// exitDriver plays the driver container of pod ending with code, as `driverset wrap` records it
+// (the termination message) and the kubelet restarts it (restartPolicy Always).
+func exitDriver(t *testing.T, pod *corev1.Pod, code int32) {
+	t.Helper()
+	err := bed.cluster.TerminateContainer(context.Background(), pod.Namespace, pod.Name, contract.DriverContainerName, code, wrap.TerminationMessage(int(code), ""))
+	if err != nil {
+		t.Fatalf("terminate the driver container of %s: %v", pod.Name, err)
+	}
+}
+
+// Flow steps 1, 2 and 4, and exit 0: the placeholder is gated and never scheduled, the driver
+// runs as S-0 behind H, finds its own pod, makes executors, and spark-submit sees it complete.
+func TestOptedInDriverRunsAsStatefulSetAndCompletes(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "spark-pi"))
+	p := getPod(t, ns, s.plan.DriverPodName)
+	if p.Labels[contract.LabelPlaceholder] != "true" || !hasGate(p, contract.GatePlaceholder) {
+		t.Fatalf("driver pod was not admitted as a gated placeholder: labels %v, gates %v", p.Labels, p.Spec.SchedulingGates)
+	}
+	names := contract.NamesFor(p.Name)
+
+	var sts *appsv1.StatefulSet
+	waitFor(t, 30*time.Second, "StatefulSet and headless Service owned by the placeholder", func(ctx context.Context) (bool, error) {
+		var err error
+		if sts, err = kube().AppsV1().StatefulSets(ns).Get(ctx, names.StatefulSet, metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		svc, err := kube().CoreV1().Services(ns).Get(ctx, names.Service, metav1.GetOptions{})
+		return err == nil && ownedBy(sts, p) && ownedBy(svc, p) && svc.Spec.ClusterIP == corev1.ClusterIPNone, nil
+	})
+	if *sts.Spec.Replicas != 1 || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType || sts.Spec.ServiceName != names.Service {
+		t.Errorf("StatefulSet spec: replicas %d, update strategy %s, serviceName %s", *sts.Spec.Replicas, sts.Spec.UpdateStrategy.Type, sts.Spec.ServiceName)
+	}
+
+	d0 := runningDriver(t, ns, names, "")
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatalf("the driver did not start in %s: %v", d0.Name, err)
+	}
+	if drv.OwnPod().UID != d0.UID {
+		t.Errorf("the driver found pod %s (%s), want its own pod %s", drv.OwnPod().Name, drv.OwnPod().UID, d0.Name)
+	}
+	if got, want := drv.Conf()["spark.driver.host"], names.DriverHost(ns); got != want {
+		t.Errorf("spark.driver.host = %q, want the stable name %q", got, want)
+	}
+	execs, err := drv.RequestExecutors(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range execs {
+		if !ownedBy(e, d0) {
+			t.Errorf("executor %s is not owned by the driver pod %s: %v", e.Name, d0.Name, e.OwnerReferences)
+		}
+	}
+	waitFor(t, 30*time.Second, "placeholder Running", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+
+	exitDriver(t, d0, 0)
+	res := s.wait(t, 60*time.Second)
+	if res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 || !slices.Contains(res.Phases, corev1.PodRunning) {
+		t.Errorf("spark-submit saw phases %v, final %s, exit code %d; want Running then Succeeded, 0", res.Phases, res.FinalPhase, res.ExitCode)
+	}
+	waitFor(t, 30*time.Second, "StatefulSet at 0 replicas and its pod gone", func(ctx context.Context) (bool, error) {
+		sts := getStatefulSet(t, ns, names.StatefulSet)
+		_, err := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+		return *sts.Spec.Replicas == 0 && err != nil, nil
+	})
+	// The driver is not run again: no pod appears in the next seconds.
+	time.Sleep(3 * time.Second)
+	if _, err := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{}); err == nil {
+		t.Error("a finished driver was started again")
+	}
+	p = getPod(t, ns, p.Name)
+	if p.Spec.NodeName != "" || !hasGate(p, contract.GatePlaceholder) {
+		t.Errorf("the placeholder was scheduled (node %q, gates %v)", p.Spec.NodeName, p.Spec.SchedulingGates)
+	}
+	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("placeholder container status %+v, want terminated with exit code 0", cs)
+	}
+	expectEvents(t, p, "Converted", "DriverRunning", "Completed")
+}
+
+// Lifecycle: a failing driver gets exactly max-restarts new incarnations, then fails.
+func TestFailingDriverIsRestartedThenFails(t *testing.T) {
+	ns := namespace(t, nil)
+	a := app(ns, "flaky")
+	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
+	s := submit(t, a)
+	names := contract.NamesFor(s.plan.DriverPodName)
+
+	d0 := runningDriver(t, ns, names, "")
+	exitDriver(t, d0, 1)
+	d1 := runningDriver(t, ns, names, string(d0.UID))
+	if p := getPod(t, ns, s.plan.DriverPodName); p.Annotations[contract.AnnotationRestarts] != "1" {
+		t.Errorf("restart count on the placeholder = %q, want 1", p.Annotations[contract.AnnotationRestarts])
+	}
+	exitDriver(t, d1, 1)
+
+	res := s.wait(t, 60*time.Second)
+	if res.FinalPhase != corev1.PodFailed {
+		t.Fatalf("spark-submit's final phase %s, want Failed", res.FinalPhase)
+	}
+	p := getPod(t, ns, s.plan.DriverPodName)
+	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 1 {
+		t.Errorf("placeholder container status %+v, want terminated with exit code 1", cs)
+	}
+	waitFor(t, 30*time.Second, "StatefulSet at 0 replicas", func(ctx context.Context) (bool, error) {
+		return *getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas == 0, nil
+	})
+	time.Sleep(3 * time.Second)
+	if pod, err := kube().CoreV1().Pods(ns).Get(context.Background(), names.DriverPodName(), metav1.GetOptions{}); err == nil && pod.DeletionTimestamp == nil {
+		t.Errorf("a third incarnation %s exists after max-restarts 1", pod.UID)
+	}
+	expectEvents(t, p, "Restarting", "Failed")
+}
+
+// expectEvents checks that the placeholder has Events with each of the reasons.
+func expectEvents(t *testing.T, p *corev1.Pod, reasons ...string) {
+	t.Helper()
+	waitFor(t, 15*time.Second, "Events "+strings.Join(reasons, ", ")+" on the placeholder", func(ctx context.Context) (bool, error) {
+		evs, err := kube().EventsV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + p.Name})
+		if err != nil {
+			return false, err
+		}
+		seen := map[string]bool{}
+		for _, e := range evs.Items {
+			if e.Regarding.UID == p.UID {
+				seen[e.Reason] = true
+			}
+		}
+		for _, r := range reasons {
+			if !seen[r] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}

@@ -1,0 +1,86 @@
+// Package e2e runs driverset's scenarios on the real test bed: a real apiserver, etcd,
+// controller-manager and scheduler with KWOK nodes (e2e/testbed), driverset as a local process
+// with its manifests applied (e2e/harness), and Spark played call by call (e2e/sparksim).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/driverset/driverset/e2e/harness"
+	"github.com/driverset/driverset/e2e/testbed"
+)
+
+// env is the test bed and driverset shared by every scenario; each scenario has its namespace.
+type env struct {
+	cluster   *testbed.Cluster
+	driverset *harness.Driverset
+	binary    string
+	dir       string
+}
+
+var bed env //nolint:gochecknoglobals // TestMain's shared test bed: one control plane for all scenarios.
+
+// driversetArgs are serve's flags in every scenario: restarts back off 1 s, not 10 s.
+var driversetArgs = []string{"--restart-backoff=1s", "--max-restart-backoff=4s"} //nolint:gochecknoglobals
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "driverset-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	start := time.Now()
+	cluster, err := testbed.Start(ctx, testbed.Options{Nodes: 3, Dir: filepath.Join(dir, "testbed"), Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the test bed did not start:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: test bed up in %s\n", time.Since(start).Round(time.Millisecond))
+	bed = env{cluster: cluster, dir: dir}
+	code := 1
+	defer func() {
+		_ = bed.driverset.Stop()
+		_ = cluster.Stop()
+		if code == 0 {
+			_ = os.RemoveAll(dir)
+		} else {
+			cluster.KeepLogs()
+			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", dir)
+		}
+	}()
+	if bed.binary, err = harness.Build(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if bed.driverset, err = startDriverset(ctx, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := harness.InstallLocal(ctx, cluster.Config, filepath.Join(cluster.BinDir, "kubectl"), bed.driverset.Port, bed.driverset.CA.CertPEM); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: install:", err)
+		return 1
+	}
+	code = m.Run()
+	return code
+}
+
+// startDriverset starts `driverset serve` against the test bed, on the port of prev when given
+// (the webhook configuration names that port).
+func startDriverset(ctx context.Context, prev *harness.Driverset) (*harness.Driverset, error) {
+	o := harness.Options{Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: bed.dir, Args: driversetArgs}
+	if prev != nil {
+		o.Port, o.CA = prev.Port, prev.CA
+	}
+	return harness.Start(ctx, o)
+}

@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/sparksim"
+)
+
+// Flow step 5: `kubectl delete pod <driver>` takes everything of the app with it.
+func TestDeletingThePlaceholderCollectsEverything(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "to-delete"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := drv.RequestExecutors(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube().CoreV1().Pods(ns).Delete(ctx, s.plan.DriverPodName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res := s.wait(t, 30*time.Second); !res.Deleted {
+		t.Errorf("spark-submit's watch did not end on DELETED: %+v", res)
+	}
+	gone := func(err error) bool { return apierrors.IsNotFound(err) }
+	waitFor(t, 90*time.Second, "StatefulSet, headless Service, Spark's ConfigMap and Service, driver pod and executors garbage-collected",
+		func(ctx context.Context) (bool, error) {
+			_, e1 := kube().AppsV1().StatefulSets(ns).Get(ctx, names.StatefulSet, metav1.GetOptions{})
+			_, e2 := kube().CoreV1().Services(ns).Get(ctx, names.Service, metav1.GetOptions{})
+			_, e3 := kube().CoreV1().ConfigMaps(ns).Get(ctx, s.plan.ConfigMapName, metav1.GetOptions{})
+			_, e4 := kube().CoreV1().Services(ns).Get(ctx, s.plan.ServiceName, metav1.GetOptions{})
+			_, e5 := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+			all := gone(e1) && gone(e2) && gone(e3) && gone(e4) && gone(e5)
+			for _, e := range execs {
+				_, err := kube().CoreV1().Pods(ns).Get(ctx, e.Name, metav1.GetOptions{})
+				all = all && gone(err)
+			}
+			return all, nil
+		})
+}
+
+// Namespace policy: every Spark driver in an enforce namespace is converted without the label;
+// other namespaces and non-Spark pods are untouched.
+func TestNamespacePolicyEnforce(t *testing.T) {
+	ctx := context.Background()
+	enforced := namespace(t, map[string]string{contract.LabelPolicy: contract.PolicyEnforce})
+	plain := namespace(t, nil)
+
+	a := app(enforced, "no-label")
+	a.DriverLabels = nil
+	s := submit(t, a)
+	p := getPod(t, enforced, s.plan.DriverPodName)
+	if !hasGate(p, contract.GatePlaceholder) {
+		t.Errorf("driver in an enforce namespace was not converted: gates %v", p.Spec.SchedulingGates)
+	}
+	runningDriver(t, enforced, contract.NamesFor(p.Name), "")
+
+	b := app(plain, "not-opted-in")
+	b.DriverLabels = nil
+	s2 := submit(t, b)
+	p2 := getPod(t, plain, s2.plan.DriverPodName)
+	if len(p2.Spec.SchedulingGates) != 0 || p2.Labels[contract.LabelPlaceholder] != "" {
+		t.Errorf("driver that did not opt in was changed: gates %v labels %v", p2.Spec.SchedulingGates, p2.Labels)
+	}
+
+	other := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-spark", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+	}
+	got, err := kube().CoreV1().Pods(enforced).Create(ctx, other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a non-Spark pod in an enforce namespace was refused: %v", err)
+	}
+	if len(got.Spec.SchedulingGates) != 0 || len(got.Labels) != 1 {
+		t.Errorf("a non-Spark pod was changed: gates %v labels %v", got.Spec.SchedulingGates, got.Labels)
+	}
+	waitFor(t, 30*time.Second, "the non-Spark pod scheduled", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(enforced).Get(ctx, "not-spark", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "", nil
+	})
+}
+
+// The placeholder is not charged the driver's resources: a quota sized for one driver and two
+// executors (plus one pod object for the placeholder) admits the whole app.
+func TestQuotaSizedForOneDriverAndTwoExecutors(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	a := app(ns, "in-quota")
+	plan, err := a.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := plan.DriverPod.Spec.Containers[0].Resources
+	cpu, mem := driver.Requests.Cpu().DeepCopy(), driver.Requests.Memory().DeepCopy()
+	// Executors as the simulator makes them (Spark's defaults: as much as the driver here).
+	for range 2 {
+		cpu.Add(*driver.Requests.Cpu())
+		mem.Add(*driver.Requests.Memory())
+	}
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-app"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceRequestsCPU:    cpu,
+			corev1.ResourceRequestsMemory: mem,
+			corev1.ResourceLimitsMemory:   mem,
+			corev1.ResourcePods:           resource.MustParse("4"),
+		}},
+	}
+	if _, err := kube().CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the quota's status computed", func(ctx context.Context) (bool, error) {
+		q, err := kube().CoreV1().ResourceQuotas(ns).Get(ctx, "one-app", metav1.GetOptions{})
+		return err == nil && len(q.Status.Hard) > 0, nil
+	})
+	s := submit(t, a)
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drv.RequestExecutors(ctx, 2); err != nil {
+		t.Fatalf("executors refused under a quota sized for the app: %v", err)
+	}
+}
+
+// Webhook down: an opted-in driver is refused with a clear message and nothing is left; other
+// pods are created as usual. driverset is started again afterwards.
+func TestDriversetDownRefusesOptedInDrivers(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	if err := bed.driverset.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d, err := startDriverset(context.Background(), bed.driverset)
+		if err != nil {
+			t.Fatalf("restart driverset: %v", err)
+		}
+		bed.driverset = d
+	})
+
+	a := app(ns, "while-down")
+	res, err := sparksim.Submit(ctx, kube(), a, sparksim.SubmitOptions{WaitAppCompletion: true})
+	if err == nil || res == nil || res.ExitCode != 1 {
+		t.Fatalf("spark-submit with driverset down: result %+v, error %v; want exit code 1 and an error", res, err)
+	}
+	if !strings.Contains(err.Error(), "drivers.driverset.dev") {
+		t.Errorf("the refusal does not name driverset's webhook: %v", err)
+	}
+	t.Logf("spark-submit was refused: %v", err)
+	cms, _ := kube().CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	for _, cm := range cms.Items {
+		if cm.Name != "kube-root-ca.crt" {
+			t.Errorf("ConfigMap %s left behind", cm.Name)
+		}
+	}
+	svcs, _ := kube().CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	pods, _ := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if len(svcs.Items) != 0 || len(pods.Items) != 0 {
+		t.Errorf("left behind: %d Services, %d pods", len(svcs.Items), len(pods.Items))
+	}
+
+	other := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-spark"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+	}
+	if _, err := kube().CoreV1().Pods(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a non-Spark pod was refused while driverset is down: %v", err)
+	}
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Builds the test bed's binaries from the Go module proxy into a cache folder outside the repo,
+# keyed by version, and prints that folder's bin/ path on its last line of stdout.
+#
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
+#   etcd                                                              (go.etcd.io/etcd/server/v3)
+#   kwok                                                              (sigs.k8s.io/kwok)
+#
+# A folder that is complete (its .done stamp exists) is reused as is. A cold build takes
+# 20-40 minutes on 2 cores; progress goes to stderr every 30 s.
+#
+# Environment: DRIVERSET_TESTBED_CACHE (default ~/.cache/driverset-testbed).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=testbed-versions.env
+source "$here/testbed-versions.env"
+
+cache=${DRIVERSET_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/driverset-testbed}
+key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_$(go env GOOS)-$(go env GOARCH)"
+out="$cache/$key"
+bin="$out/bin"
+
+log() { printf '[testbed-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if [[ -f "$out/.done" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+mkdir -p "$bin" "$out/src"
+# One builder at a time: a second caller waits for the first instead of building twice.
+exec 9>"$out/.lock"
+if ! flock -n 9; then
+  log "another build holds $out/.lock; waiting for it"
+  flock 9
+fi
+if [[ -f "$out/.done" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+# progress NAME PID LOGFILE: prints, every 30 s, how many packages the build has compiled so far.
+progress() {
+  local name=$1 pid=$2 logf=$3 start=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 30
+    kill -0 "$pid" 2>/dev/null || break
+    log "$name: $(grep -c . "$logf" 2>/dev/null || echo 0) packages compiled, $((SECONDS - start)) s"
+  done
+}
+
+# build NAME DIR CMD...: runs CMD in DIR with -v to a log, reporting progress.
+build() {
+  local name=$1 dir=$2
+  shift 2
+  local logf="$out/$name.log"
+  log "$name: building (log: $logf)"
+  (cd "$dir" && "$@" >"$logf" 2>&1) &
+  local pid=$!
+  progress "$name" "$pid" "$logf" &
+  local ppid=$!
+  if ! wait "$pid"; then
+    kill "$ppid" 2>/dev/null || true
+    tail -n 40 "$logf" >&2
+    log "$name: FAILED"
+    exit 1
+  fi
+  kill "$ppid" 2>/dev/null || true
+  log "$name: done"
+}
+
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+
+# --- Kubernetes: a wrapper module, since `go install` refuses a module with replace directives.
+k8s="$out/src/kubernetes"
+if [[ ! -x "$bin/kube-apiserver" || ! -x "$bin/kube-controller-manager" || ! -x "$bin/kube-scheduler" || ! -x "$bin/kubectl" ]]; then
+  mkdir -p "$k8s"
+  modfile=$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  staging_version="v0${KUBERNETES_VERSION#v1}" # v1.37.2 -> v0.37.2
+  {
+    echo "module driverset.dev/testbed/kubernetes"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')"
+    echo
+    echo "require k8s.io/kubernetes ${KUBERNETES_VERSION}"
+    echo
+    echo "replace ("
+    # Every staging module kubernetes replaces with ./staging/..., but the two samples that the
+    # proxy does not serve and no binary of ours needs.
+    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$modfile" |
+      grep -v -e '^k8s.io/sample-cli-plugin$' -e '^k8s.io/sample-controller$' |
+      while read -r m; do echo "	$m => $m ${staging_version}"; done
+    echo ")"
+  } >"$k8s/go.mod"
+  minor=${KUBERNETES_VERSION#v1.}
+  minor=${minor%%.*}
+  ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $p.gitVersion=${KUBERNETES_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor} -X $p.gitTreeState=clean"
+  done
+  build kubernetes "$k8s" go build -v -trimpath -ldflags "$ldflags" -o "$bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl
+fi
+
+# --- etcd: the server module's etcdmain behind a five-line main.
+etcd="$out/src/etcd"
+if [[ ! -x "$bin/etcd" ]]; then
+  mkdir -p "$etcd"
+  cat >"$etcd/main.go" <<'EOF'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+  printf 'module driverset.dev/testbed/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$etcd/go.mod"
+  build etcd "$etcd" go build -v -trimpath -ldflags "-s -w" -o "$bin/etcd" .
+fi
+
+# --- kwok: a plain module.
+if [[ ! -x "$bin/kwok" ]]; then
+  build kwok "$out" env GOFLAGS= GOBIN="$bin" go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+fi
+
+"$bin/kube-apiserver" --version >&2
+"$bin/etcd" --version | head -1 >&2
+touch "$out/.done"
+log "ready: $bin"
+echo "$bin"

@@ -1,0 +1,27 @@
+// Package wrap is `driverset wrap`: the entry wrapper of a driverset driver container.
+//
+// A StatefulSet pod has restartPolicy Always, so the kubelet restarts every exited container in
+// place; a finished batch driver would run again. wrap runs the real entrypoint at most once per
+// pod. It keeps two files in a state directory (an emptyDir: it survives container restarts but
+// not a new pod):
+//
+//   - "started", written before the child is started;
+//   - "exit", the child's outcome, written when it ends. It holds a termination message
+//     (TerminationMessage), the same text wrap writes to the container's termination log.
+//
+// On a restart wrap finds them and never starts the child again: with an exit record it rewrites
+// the termination message and idles until the pod is stopped; with only a started marker the
+// outcome was lost (wrap itself was killed) and it records ExitOutcomeLost. The controller reads
+// the exit code from the termination message (ParseTerminationMessage), not from the container's
+// exit code, which is 0 for an idling wrap that was stopped.
+//
+// Exit codes follow the shell's conventions, so they mean what users expect:
+//
+//	child exited with N        N
+//	child killed by signal N   128+N
+//	command not found          127 (ExitNotFound)
+//	command not executable     126 (ExitCannotExecute)
+//	wrap could not run safely  125 (ExitWrapFailed; as env(1), chroot(1), docker run): the child did not start
+//	outcome lost               137 (ExitOutcomeLost = 128+SIGKILL)
+//	idling wrap stopped        0
+package wrap

@@ -1,0 +1,54 @@
+package wrap
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxTerminationMessageBytes is the kubelet's limit for one container's termination message.
+const MaxTerminationMessageBytes = 4096
+
+// messagePrefix starts the first line of every message wrap writes; it is what tells wrap's
+// messages apart from anything else a container may leave in its termination log.
+const messagePrefix = "driverset-exit-code="
+
+// TerminationMessage is what wrap writes to the termination log for exit code code (0–255) and a
+// human-readable detail, which may be empty: "driverset-exit-code=<code>" then, when detail is not
+// empty, a newline and detail. The detail is cut (at a rune boundary) so that the whole message
+// stays within MaxTerminationMessageBytes.
+func TerminationMessage(code int, detail string) string {
+	head := messagePrefix + strconv.Itoa(code)
+	if detail == "" {
+		return head
+	}
+	msg := head + "\n" + detail
+	if len(msg) <= MaxTerminationMessageBytes {
+		return msg
+	}
+	cut := MaxTerminationMessageBytes
+	for cut > len(head)+1 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
+}
+
+// ParseTerminationMessage returns the exit code recorded in msg; ok is false when msg is not one
+// of wrap's (its first line is not exactly "driverset-exit-code=" and a canonical decimal 0–255).
+func ParseTerminationMessage(msg string) (code int, ok bool) {
+	line, _, _ := strings.Cut(msg, "\n")
+	digits, found := strings.CutPrefix(line, messagePrefix)
+	if !found || digits == "" || len(digits) > 3 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	for _, c := range []byte(digits) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	code, err := strconv.Atoi(digits)
+	if err != nil || code > 255 {
+		return 0, false
+	}
+	return code, true
+}

@@ -1,0 +1,228 @@
+package wrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Exit codes wrap chooses itself (see the package comment for all of them).
+const (
+	// ExitWrapFailed: wrap could not run the child safely (no usable state directory, no command).
+	// The child did not start. 125 as in env(1), chroot(1) and docker run.
+	ExitWrapFailed = 125
+	// ExitCannotExecute: the command exists but cannot be executed (permission, format), as in sh.
+	ExitCannotExecute = 126
+	// ExitNotFound: the command does not exist, as in sh.
+	ExitNotFound = 127
+	// ExitOutcomeLost: the child was started in this pod but its exit was never recorded, because
+	// wrap was killed while it ran. The usual causes are the OOM killer or a SIGKILL of the
+	// container (a failed liveness probe past its grace period), which the runtime itself reports
+	// as 137 = 128+SIGKILL; so the controller sees the failure users would expect, and counts it as
+	// a process failure.
+	ExitOutcomeLost = 128 + int(syscall.SIGKILL)
+)
+
+// pipeDrainTimeout bounds how long Run waits, after the child exited, for the copies of its
+// output when Stdout/Stderr are not files (a grandchild may hold the pipe open forever).
+const pipeDrainTimeout = 2 * time.Second
+
+// Options configure Run. ParseArgs fills every field but Signals.
+type Options struct {
+	// StateDir holds the started marker and the exit record; it must survive container restarts
+	// and be empty in a new pod (an emptyDir).
+	StateDir string
+	// TerminationLog is the file the termination message is written to; "" writes none.
+	TerminationLog string
+	// Command is the real entrypoint and its arguments. Command[0] is looked up in $PATH when it
+	// has no slash.
+	Command []string
+	// Stdin, Stdout and Stderr are passed to the command (nil: the process's own). wrap's own few
+	// lines go to Stderr.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Signals, when not nil, replaces Run's subscription to the process's signals: each value
+	// received is handled as if the process had received it. Production leaves it nil; tests use
+	// it to drive Run in-process without signalling the test binary itself.
+	Signals <-chan os.Signal
+}
+
+// forwardedSignals are the signals wrap passes on to the child. Subscribing to them also keeps
+// wrap alive when it receives one: it must outlive the child to record its exit.
+func forwardedSignals() []os.Signal {
+	return []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+}
+
+// Run runs o.Command at most once per pod (see the package comment) and returns the code the
+// process must exit with. It blocks until the child ended and was recorded, or, on a restart,
+// until SIGTERM/SIGINT or ctx ends the idling. err reports a problem of wrap itself (Run has not
+// printed it); exitCode is meaningful even then. Cancelling ctx while the child runs sends it
+// SIGTERM, and Run still waits for it: a child is never left running unrecorded.
+func Run(ctx context.Context, o Options) (exitCode int, err error) {
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		return ExitWrapFailed, errors.New("driverset wrap: no command to run")
+	}
+	if o.StateDir == "" {
+		return ExitWrapFailed, errors.New("driverset wrap: no state directory")
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	sigs := o.Signals
+	if sigs == nil {
+		// Subscribe before anything else, so that no signal between here and the child's start
+		// kills wrap; such a signal waits in the buffer and is forwarded once the child runs.
+		ch := make(chan os.Signal, 16)
+		signal.Notify(ch, forwardedSignals()...)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+
+	st := state{dir: o.StateDir}
+	prev, err := st.load()
+	if err != nil {
+		return o.failed(err)
+	}
+	switch {
+	case prev.record != "":
+		code, _ := ParseTerminationMessage(prev.record)
+		o.logf("the driver already ran in this pod and exited with code %d; idling until the pod is stopped", code)
+		// The kubelet gives every container start a fresh termination log: write it again, so
+		// the message is there when this idling container is stopped.
+		err := o.writeTerminationLog(prev.record)
+		return idle(ctx, sigs), err
+	case prev.ran:
+		when := prev.started
+		if when == "" {
+			when = "start time unknown"
+		}
+		detail := fmt.Sprintf("the driver was started in this pod (%s) but its outcome was lost: "+
+			"driverset wrap was killed before it could record the exit (an OOM kill or a SIGKILL of the "+
+			"container is the usual cause); recorded as exit code %d and not run again", when, ExitOutcomeLost)
+		o.logf("%s", detail)
+		return ExitOutcomeLost, o.record(st, TerminationMessage(ExitOutcomeLost, detail))
+	}
+
+	if err := st.markStarted(fmt.Sprintf("started %s by pid %d", time.Now().UTC().Format(time.RFC3339), os.Getpid())); err != nil {
+		return o.failed(err)
+	}
+	code, detail := runChild(ctx, o, sigs)
+	o.logf("%s", detail)
+	return code, o.record(st, TerminationMessage(code, detail))
+}
+
+// runChild starts the command, forwards signals to it until it ends, and returns its exit code
+// and a sentence saying what happened.
+//
+// Signals go to the child's PID only, not to a process group: that is what the kubelet's SIGTERM
+// to a container does without wrap (only PID 1 receives it), and Spark's entrypoint runs the JVM
+// under tini, which forwards to its own child. Signalling a group would make tini and the JVM
+// each receive the signal twice. The child stays in wrap's process group, so a terminal (kubectl
+// run -it) keeps working as without wrap.
+func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, string) {
+	name := o.Command[0]
+	cmd := exec.Command(name, o.Command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	cmd.WaitDelay = pipeDrainTimeout
+	// If wrap is killed, the child must die with it: its outcome can no longer be recorded, and a
+	// driver running unseen could run beside the next incarnation. The kernel sends Pdeathsig
+	// when the *thread* that forked the child ends, so keep this goroutine on its thread until
+	// the child is reaped (an unlocked thread is never ended by the Go runtime either, but a
+	// locked one is certain to live).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	if err := cmd.Start(); err != nil {
+		code := ExitCannotExecute
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = ExitNotFound
+		}
+		return code, fmt.Sprintf("cannot run the driver command %s (exit code %d): %v", name, code, err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	stop := ctx.Done()
+	for {
+		select {
+		case s := <-sigs:
+			// Fails only when the child has just exited, which Wait is about to report.
+			_ = cmd.Process.Signal(s)
+		case <-stop:
+			stop = nil
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case err := <-waited:
+			return outcome(name, cmd.ProcessState, err)
+		}
+	}
+}
+
+// outcome turns the child's wait status into an exit code the way a shell does.
+func outcome(name string, ps *os.ProcessState, waitErr error) (int, string) {
+	if ps == nil { // wait(2) itself failed: the exit status is unknown
+		return ExitOutcomeLost, fmt.Sprintf("the driver command %s ended but its exit status is unknown (%v); recorded as exit code %d", name, waitErr, ExitOutcomeLost)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code := 128 + int(ws.Signal())
+		return code, fmt.Sprintf("the driver command %s was killed by signal %d (%v); recorded as exit code %d", name, int(ws.Signal()), ws.Signal(), code)
+	}
+	return ps.ExitCode(), fmt.Sprintf("the driver command %s exited with code %d", name, ps.ExitCode())
+}
+
+// idle blocks, using no CPU, until SIGTERM or SIGINT arrives or ctx ends; other signals are
+// ignored. The pod is being stopped then, so success is the right answer.
+func idle(ctx context.Context, sigs <-chan os.Signal) int {
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGTERM || s == syscall.SIGINT {
+				return 0
+			}
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+// record writes the exit record, then the termination message; the record comes first because
+// it is what keeps the child from running again.
+func (o Options) record(st state, msg string) error {
+	return errors.Join(st.record(msg), o.writeTerminationLog(msg))
+}
+
+// failed reports that wrap cannot run the child safely: the child is not started, and the next
+// start of the container tries again (nothing was recorded).
+func (o Options) failed(cause error) (int, error) {
+	detail := fmt.Sprintf("not starting the driver: state directory %s: %v", o.StateDir, cause)
+	return ExitWrapFailed, errors.Join(fmt.Errorf("driverset wrap: %s", detail), o.writeTerminationLog(TerminationMessage(ExitWrapFailed, detail)))
+}
+
+// writeTerminationLog writes msg in place: the kubelet bind-mounts the file, so it cannot be
+// replaced by a rename.
+func (o Options) writeTerminationLog(msg string) error {
+	if o.TerminationLog == "" {
+		return nil
+	}
+	if err := os.WriteFile(o.TerminationLog, []byte(msg), 0o644); err != nil {
+		return fmt.Errorf("driverset wrap: writing the termination message: %w", err)
+	}
+	return nil
+}
+
+func (o Options) logf(format string, args ...any) {
+	fmt.Fprintf(o.Stderr, "driverset wrap: "+format+"\n", args...)
+}
