@@ -27,11 +27,16 @@ type Authority struct {
 
 // NewAuthority makes a self-signed CA valid for validity.
 func NewAuthority(commonName string, validity time.Duration) (*Authority, error) {
+	return newAuthority(commonName, time.Now(), validity)
+}
+
+// newAuthority is NewAuthority on a clock of the caller's: the Manager's tests move time.
+func newAuthority(commonName string, now time.Time, validity time.Duration) (*Authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := template(commonName, validity)
+	tmpl, err := template(commonName, now, now.Add(validity))
 	if err != nil {
 		return nil, err
 	}
@@ -49,9 +54,53 @@ func NewAuthority(commonName string, validity time.Duration) (*Authority, error)
 	return &Authority{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
+// ParseAuthority reads back a CA written as CertPEM and KeyPEM (e.g. from a Secret). It refuses
+// a certificate that is no CA and a key that is not the certificate's.
+func ParseAuthority(certPEM, keyPEM []byte) (*Authority, error) {
+	cert, err := parseCertificate(certPEM)
+	if err != nil {
+		return nil, err
+	}
+	if !cert.IsCA {
+		return nil, fmt.Errorf("certificate %q is not a CA", cert.Subject.CommonName)
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return nil, fmt.Errorf("CA key: no PEM block")
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("CA key: %w", err)
+	}
+	key, ok := parsed.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key of type %T cannot sign", parsed)
+	}
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("CA key does not belong to certificate %q", cert.Subject.CommonName)
+	}
+	return &Authority{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", cert.Raw)}, nil
+}
+
+// KeyPEM is the CA's private key, PKCS#8 PEM, as ParseAuthority reads it.
+func (a *Authority) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(a.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pemBlock("PRIVATE KEY", der), nil
+}
+
 // IssueServing signs a TLS serving certificate for hosts (DNS names or IP addresses) and returns
 // it and its private key, PEM-encoded.
 func (a *Authority) IssueServing(hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	now := time.Now()
+	return a.issueServing(hosts, now, now.Add(validity))
+}
+
+// issueServing is IssueServing on the caller's clock, valid until notAfter.
+func (a *Authority) issueServing(hosts []string, now, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
 	if len(hosts) == 0 {
 		return nil, nil, fmt.Errorf("a serving certificate needs at least one host")
 	}
@@ -59,7 +108,7 @@ func (a *Authority) IssueServing(hosts []string, validity time.Duration) (certPE
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl, err := template(hosts[0], validity)
+	tmpl, err := template(hosts[0], now, notAfter)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,19 +164,35 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func template(cn string, validity time.Duration) (*x509.Certificate, error) {
+// backdate is how far before "now" a certificate becomes valid: clocks across a cluster are never
+// exactly in step.
+const backdate = 5 * time.Minute
+
+func template(cn string, now, notAfter time.Time) (*x509.Certificate, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	return &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: cn},
-		// Backdated a little: clocks across a cluster are never exactly in step.
-		NotBefore: now.Add(-5 * time.Minute),
-		NotAfter:  now.Add(validity),
+		NotBefore:    now.Add(-backdate),
+		NotAfter:     notAfter,
 	}, nil
+}
+
+// parseCertificate reads the first certificate of a PEM text.
+func parseCertificate(certPEM []byte) (*x509.Certificate, error) {
+	for rest := certPEM; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, fmt.Errorf("no PEM certificate")
+		}
+		if block.Type == "CERTIFICATE" {
+			return x509.ParseCertificate(block.Bytes)
+		}
+	}
 }
 
 func pemBlock(typ string, der []byte) []byte {

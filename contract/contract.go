@@ -32,6 +32,10 @@ const (
 	// AnnotationRestartedIncarnation is the UID of the last driver pod that driverset replaced after a
 	// process failure, so that one failure is never counted twice.
 	AnnotationRestartedIncarnation = "driverset.dev/restarted-incarnation"
+	// AnnotationDriverLost records, on the placeholder, that the running driver was lost (its node
+	// went away or its pod was removed from outside): which pod, since when, and the recovery path.
+	// It is cleared, and the recovery time measured, when a new incarnation runs.
+	AnnotationDriverLost = "driverset.dev/driver-lost"
 )
 
 // Knobs a user sets on the driver pod (spark.kubernetes.driver.annotation.<key>).

@@ -37,6 +37,12 @@ func NamesFor(placeholder string) Names {
 		}
 		sts = strings.TrimRight(base, "-") + suffix
 	}
+	return NamesOfStatefulSet(sts)
+}
+
+// NamesOfStatefulSet are the names that go with the StatefulSet sts (as found in the
+// contract.LabelDriver label of its pods and executors).
+func NamesOfStatefulSet(sts string) Names {
 	svc := sts + "-ds"
 	if sts == "" || sts[0] < 'a' || sts[0] > 'z' {
 		svc = "ds-" + svc

@@ -33,7 +33,10 @@ type Placeholder struct {
 	Events  events.EventRecorder
 	Convert convert.Options
 	Budget  Budget // Max is taken from each pod; Backoff and MaxBackoff from here
-	Now     func() time.Time
+	// FenceAfter is the cluster-wide fence-after; a driver's own annotation wins. 0: never fence.
+	FenceAfter time.Duration
+	Metrics    *Metrics
+	Now        func() time.Time
 }
 
 // Reconcile is idempotent: every step is create-or-get or a write conditioned on what was read.
@@ -80,6 +83,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			if err := r.recordRestart(ctx, &p, budget.Used, outcome.PodUID); err != nil {
 				return ctrl.Result{}, err
 			}
+			r.Metrics.restarted()
 			r.event(&p, driver, corev1.EventTypeWarning, "Restarting",
 				"the driver exited with code %d in pod %s; starting incarnation %d of %d allowed restarts",
 				outcome.Code, podRef(driver), budget.Used, budget.Max)
@@ -95,13 +99,29 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 
 	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used}
+	var requeue time.Duration
+	if decision.Action == Observe && (driver == nil || driver.UID != budget.Restarted) {
+		fenceAfter := r.FenceAfter
+		if settings.FenceAfter > 0 {
+			fenceAfter = settings.FenceAfter
+		}
+		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, fenceAfter); err != nil {
+			return ctrl.Result{}, err
+		}
+		if driver != nil && hasGate(driver, contract.GateStaleExecutors) {
+			if view.Note, err = r.clearStaleExecutors(ctx, &p, driver); err != nil {
+				return ctrl.Result{}, err
+			}
+			requeue = time.Second
+		}
+	}
 	if err := r.writeStatus(ctx, &p, view); err != nil {
 		return ctrl.Result{}, err
 	}
 	if decision.Action == Wait {
-		return ctrl.Result{RequeueAfter: decision.After}, nil
+		requeue = decision.After
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // ensure creates H and S for P when they do not exist and returns S. It returns nil (and no

@@ -20,7 +20,18 @@ import (
 
 // SetupWithManager registers the placeholder reconciler: it runs for placeholder pods, for the
 // StatefulSets and Services they own, and for the StatefulSets' driver pods.
-func (r *Placeholder) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	// Driver pods by node, so that a node's change reaches the drivers on it.
+	err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, indexNodeName, func(o client.Object) []string {
+		p := o.(*corev1.Pod)
+		if p.Spec.NodeName == "" || p.Labels[contract.LabelDriver] == "" {
+			return nil
+		}
+		return []string{p.Spec.NodeName}
+	})
+	if err != nil {
+		return err
+	}
 	isPlaceholder := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
 		return ok && convert.IsPlaceholder(p)
@@ -35,7 +46,23 @@ func (r *Placeholder) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfDriverPod), builder.WithPredicates(isDriverPod)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode)).
 		Complete(r)
+}
+
+const indexNodeName = "spec.nodeName"
+
+// placeholdersOnNode maps a node to the placeholders whose driver runs on it.
+func (r *Placeholder) placeholdersOnNode(ctx context.Context, o client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.MatchingFields{indexNodeName: o.GetName()}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		out = append(out, r.placeholderOfDriverPod(ctx, &pods.Items[i])...)
+	}
+	return out
 }
 
 // placeholderOfDriverPod maps S-0 to P through their controller references (S-0 → S → P); S's

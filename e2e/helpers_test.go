@@ -1,3 +1,5 @@
+//go:build testbed
+
 package e2e
 
 import (
@@ -83,7 +85,7 @@ func submit(t *testing.T, a sparksim.App) *submission {
 	t.Cleanup(cancel)
 	go func() {
 		defer close(s.done)
-		s.result, s.err = sparksim.Submit(ctx, kube(), a, sparksim.SubmitOptions{WaitAppCompletion: true, Log: testWriter{t}})
+		s.result, s.err = sparksim.SubmitPlan(ctx, kube(), plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: testWriter{t}})
 	}()
 	waitFor(t, 30*time.Second, "spark-submit's driver pod "+plan.DriverPodName, func(ctx context.Context) (bool, error) {
 		select {

@@ -1,3 +1,5 @@
+//go:build testbed
+
 // Package e2e runs driverset's scenarios on the real test bed: a real apiserver, etcd,
 // controller-manager and scheduler with KWOK nodes (e2e/testbed), driverset as a local process
 // with its manifests applied (e2e/harness), and Spark played call by call (e2e/sparksim).
@@ -51,11 +53,13 @@ func run(m *testing.M) int {
 	code := 1
 	defer func() {
 		_ = bed.driverset.Stop()
+		if code != 0 {
+			cluster.KeepLogs()
+		}
 		_ = cluster.Stop()
 		if code == 0 {
 			_ = os.RemoveAll(dir)
 		} else {
-			cluster.KeepLogs()
 			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", dir)
 		}
 	}()

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,10 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/driverset/driverset/certs"
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/controller"
 	"github.com/driverset/driverset/convert"
@@ -43,6 +49,12 @@ type serveFlags struct {
 	imagePullPolicy   string
 	restartBackoff    time.Duration
 	maxRestartBackoff time.Duration
+	fenceAfter        time.Duration
+	selfManagedCerts  bool
+	caSecret          string
+	webhookService    string
+	webhookConfig     string
+	certExtraHosts    string
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -60,6 +72,12 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.imagePullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of that init container")
 	fs.DurationVar(&f.restartBackoff, "restart-backoff", 10*time.Second, "delay before the first restart of a failed driver; doubles with each restart")
 	fs.DurationVar(&f.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay between restarts")
+	fs.DurationVar(&f.fenceAfter, "fence-after", 0, "force-delete a driver pod whose node has not been Ready this long (0: never; a driver's driverset.dev/fence-after annotation wins)")
+	fs.BoolVar(&f.selfManagedCerts, "self-managed-tls", false, "make and rotate the webhook's CA and serving certificates (no cert-manager); they go to --cert-dir")
+	fs.StringVar(&f.caSecret, "ca-secret", "driverset-ca", "with --self-managed-tls: the Secret, in this pod's namespace, that holds the CA")
+	fs.StringVar(&f.webhookService, "webhook-service", "driverset-webhook", "with --self-managed-tls: the webhook's Service (the serving certificate's name)")
+	fs.StringVar(&f.webhookConfig, "webhook-config", "driverset", "with --self-managed-tls: the MutatingWebhookConfiguration whose caBundle driverset keeps")
+	fs.StringVar(&f.certExtraHosts, "webhook-cert-extra-hosts", "", "with --self-managed-tls: more names or IPs for the serving certificate, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -112,17 +130,28 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 
+	if f.selfManagedCerts {
+		if err := selfManagedCerts(ctx, mgr, cfg, f); err != nil {
+			return err
+		}
+	}
 	hooks := mgr.GetWebhookServer()
 	hooks.Register(webhook.DriverPath, &admission.Webhook{Handler: &webhook.Driver{}})
 	hooks.Register(webhook.DriverEnforcedPath, &admission.Webhook{Handler: &webhook.Driver{Enforced: true}})
 
-	r := &controller.Placeholder{
-		Client:  mgr.GetClient(),
-		Events:  mgr.GetEventRecorder("driverset.dev/controller"),
-		Convert: convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
-		Budget:  controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
+	metrics, err := controller.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return err
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	r := &controller.Placeholder{
+		Client:     mgr.GetClient(),
+		Events:     mgr.GetEventRecorder("driverset.dev/controller"),
+		Convert:    convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
+		Budget:     controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
+		FenceAfter: f.fenceAfter,
+		Metrics:    metrics,
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -133,6 +162,42 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// selfManagedCerts makes the serving certificate before the webhook server starts (it will not
+// start without one), keeps it and the caBundle current on every replica, and makes readiness
+// mean "serving the current certificate".
+func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f serveFlags) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := f.leaderElectionNS
+	if v := os.Getenv("POD_NAMESPACE"); v != "" {
+		ns = v
+	}
+	var extra []string
+	if f.certExtraHosts != "" {
+		extra = strings.Split(f.certExtraHosts, ",")
+	}
+	cm, err := certs.NewManager(certs.Options{
+		Client: cs, Namespace: ns, SecretName: f.caSecret, ServiceName: f.webhookService,
+		WebhookConfigName: f.webhookConfig, CertDir: f.certDir, ExtraHosts: extra,
+	})
+	if err != nil {
+		return err
+	}
+	if err := cm.EnsureOnce(ctrl.LoggerInto(ctx, ctrl.Log)); err != nil {
+		return fmt.Errorf("webhook certificates: %w", err)
+	}
+	if err := mgr.Add(cm); err != nil {
+		return err
+	}
+	host := f.webhookHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(net.JoinHostPort(host, strconv.Itoa(f.webhookPort))))
 }
 
 // cacheOptions keeps the informers small: only Spark's pods, and only driverset's StatefulSets and Services.

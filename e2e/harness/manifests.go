@@ -6,6 +6,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -95,7 +96,7 @@ func InstallLocal(ctx context.Context, cfg *rest.Config, kubectl string, port in
 			if url, ok := cc["url"].(string); ok {
 				cc["url"] = strings.Replace(url, "127.0.0.1:9443", fmt.Sprintf("127.0.0.1:%d", port), 1)
 			}
-			cc["caBundle"] = caBundle
+			cc["caBundle"] = base64.StdEncoding.EncodeToString(caBundle)
 		}
 		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
 			return err

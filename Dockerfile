@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+# driverset's image: one static binary at /driverset. The same image runs `driverset serve` and,
+# as the init container of every driver pod, `driverset copy-binary DEST`, which puts the binary
+# into any Spark image (glibc or musl alike: it is static).
+#
+#   docker build -t driverset/driverset:dev .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REPO:TAG --push .
+
+# The builder runs on the build machine's platform and cross-compiles (no emulation).
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS
+ARG TARGETARCH
+WORKDIR /src
+# Modules first: this layer is reused until go.mod or go.sum change.
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags="-s -w" -o /out/driverset ./cmd/driverset
+
+# No shell, no package manager; user 65532 (nonroot), which the manifests' runAsUser also name.
+FROM gcr.io/distroless/static-debian13:nonroot
+COPY --from=build /out/driverset /driverset
+USER 65532:65532
+ENTRYPOINT ["/driverset"]

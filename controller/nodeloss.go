@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TaintOutOfService is the taint with which an admin confirms that a node is down; the
+// controller-manager then deletes its pods (and the StatefulSet makes the driver again elsewhere).
+const TaintOutOfService = "node.kubernetes.io/out-of-service"
+
+// Recovery causes, as recorded on the placeholder and in metrics.
+const (
+	CauseNodeDeleted  = "node-deleted"
+	CauseOutOfService = "out-of-service"
+	CauseFenced       = "fenced"
+	CauseNodeLost     = "node-unreachable" // the node came back, or the pod went some other way
+	CausePodDeleted   = "pod-deleted"      // the driver pod vanished on a healthy node (eviction, drain, by hand)
+)
+
+// NodeLoss is what the controller makes of the node under the driver pod.
+type NodeLoss struct {
+	// Lost is true when the driver's node is gone or not Ready.
+	Lost bool
+	// Since is when the node stopped being Ready (or when the loss was first seen).
+	Since time.Time
+	// Cause is the recovery path under way.
+	Cause string
+	// Fence is true when driverset must force-delete the driver pod now; FenceIn, when positive,
+	// is how long until it must.
+	Fence   bool
+	FenceIn time.Duration
+	// Note tells the user what is happening and what an admin can do.
+	Note string
+}
+
+// assessNode is the node-loss policy of DESIGN.md as a pure function. node is nil when the Node
+// object does not exist; fenceAfter 0 means never fence.
+func assessNode(driver *corev1.Pod, node *corev1.Node, fenceAfter time.Duration, now time.Time) NodeLoss {
+	if driver == nil || driver.Spec.NodeName == "" {
+		return NodeLoss{}
+	}
+	name := driver.Spec.NodeName
+	if node == nil {
+		return NodeLoss{Lost: true, Since: now, Cause: CauseNodeDeleted,
+			Note: fmt.Sprintf("node %s was deleted; the driver starts again on another node once its old pod object is removed", name)}
+	}
+	ready := nodeReady(node)
+	if ready != nil && ready.Status == corev1.ConditionTrue {
+		return NodeLoss{}
+	}
+	since := now
+	if ready != nil && !ready.LastTransitionTime.IsZero() {
+		since = ready.LastTransitionTime.Time
+	}
+	if hasTaint(node, TaintOutOfService) {
+		return NodeLoss{Lost: true, Since: since, Cause: CauseOutOfService,
+			Note: fmt.Sprintf("node %s is out of service; the driver is being moved to another node", name)}
+	}
+	l := NodeLoss{Lost: true, Since: since, Cause: CauseNodeLost}
+	if fenceAfter > 0 {
+		at := since.Add(fenceAfter)
+		if !now.Before(at) {
+			l.Fence, l.Cause = true, CauseFenced
+		} else {
+			l.FenceIn = at.Sub(now)
+		}
+		l.Note = fmt.Sprintf("node %s has not been Ready since %s; driverset will force-delete the driver pod at %s (fence-after %s) and start it elsewhere",
+			name, since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339), fenceAfter)
+		return l
+	}
+	l.Note = fmt.Sprintf("node %s has not been Ready since %s; the driver pod is kept until the node is confirmed down, so that two drivers never run at once. "+
+		"An admin can delete the Node (kubectl delete node %s) or apply the taint %s=nodeshutdown:NoExecute; or set the driver annotation driverset.dev/fence-after",
+		name, since.UTC().Format(time.RFC3339), name, TaintOutOfService)
+	return l
+}
+
+func nodeReady(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}

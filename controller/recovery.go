@@ -1,0 +1,130 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// lostRecord is the value of contract.AnnotationDriverLost.
+type lostRecord struct {
+	Pod   types.UID `json:"pod,omitempty"`
+	Since time.Time `json:"since"`
+	Cause string    `json:"cause"`
+}
+
+func lostOf(p *corev1.Pod) *lostRecord {
+	v, ok := p.Annotations[contract.AnnotationDriverLost]
+	if !ok {
+		return nil
+	}
+	var rec lostRecord
+	if json.Unmarshal([]byte(v), &rec) != nil {
+		return nil
+	}
+	return &rec
+}
+
+// trackLoss follows the driver through the loss of its node: it records when and how the driver
+// was lost, fences it when asked to, and measures the recovery when a new incarnation runs. It
+// returns a note for the placeholder's status and when to look again. It is not called for a
+// pod that driverset itself deletes to restart a failed driver: that is no loss.
+func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *corev1.Pod, fenceAfter time.Duration) (string, time.Duration, error) {
+	now := r.now()
+	rec := lostOf(p)
+	var node *corev1.Node
+	if driver != nil && driver.Spec.NodeName != "" {
+		node = &corev1.Node{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return "", 0, err
+			}
+			node = nil
+		}
+	}
+	loss := assessNode(driver, node, fenceAfter, now)
+	switch {
+	case loss.Lost:
+		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause {
+			first := rec == nil || rec.Pod != driver.UID
+			since := loss.Since
+			if !first {
+				since = rec.Since
+			}
+			if err := r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause}); err != nil {
+				return "", 0, err
+			}
+			if first {
+				r.event(p, driver, corev1.EventTypeWarning, "NodeLost", "%s", loss.Note)
+			}
+		}
+		if loss.Fence {
+			grace := int64(0)
+			uid := driver.UID
+			err := r.Client.Delete(ctx, driver, client.GracePeriodSeconds(grace), client.Preconditions{UID: &uid})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return "", 0, err
+			}
+			if err == nil {
+				r.Metrics.fenced()
+				r.event(p, driver, corev1.EventTypeWarning, "Fenced",
+					"force-deleted driver pod %s: node %s has not been Ready since %s (fence-after %s)",
+					podRef(driver), driver.Spec.NodeName, loss.Since.UTC().Format(time.RFC3339), fenceAfter)
+			}
+		}
+		return loss.Note, loss.FenceIn, nil
+	case driver != nil && driver.DeletionTimestamp != nil && rec == nil:
+		// Removed from outside on a healthy node (eviction, drain, kubectl delete): also a recovery to measure.
+		return "", 0, r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: driver.DeletionTimestamp.Time, Cause: CausePodDeleted})
+	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
+		took := runningSince(driver).Sub(rec.Since)
+		if took < 0 {
+			took = 0
+		}
+		r.Metrics.recovered(rec.Cause, took)
+		r.event(p, driver, corev1.EventTypeNormal, "Recovered",
+			"the driver runs again in pod %s on node %s, %.1fs after it was lost (%s)",
+			podRef(driver), driver.Spec.NodeName, took.Seconds(), rec.Cause)
+		return "", 0, r.recordLoss(ctx, p, nil)
+	}
+	return "", 0, nil
+}
+
+// recordLoss sets (or, with nil, clears) the loss record on P under optimistic locking.
+func (r *Placeholder) recordLoss(ctx context.Context, p *corev1.Pod, rec *lostRecord) error {
+	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if rec == nil {
+		delete(p.Annotations, contract.AnnotationDriverLost)
+	} else {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[contract.AnnotationDriverLost] = string(b)
+	}
+	return r.Client.Patch(ctx, p, patch)
+}
+
+func running(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning
+}
+
+// runningSince is when the pod's containers last started running (its Ready time, else now).
+func runningSince(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Now()
+}

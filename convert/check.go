@@ -1,0 +1,143 @@
+// Package convert holds every decision about turning a Spark driver pod into driverset's objects:
+// whether a pod can be taken over (Check), the gated placeholder it becomes (ToPlaceholder), and the
+// StatefulSet and headless Service built from that placeholder. Everything here is pure: no API
+// calls, the same input always gives the same output, so the webhook and the controller can share it.
+package convert
+
+import (
+	"fmt"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// Names and paths driverset adds to the driver's pod template. Check refuses pods that already use
+// them: the template would otherwise carry two volumes, containers or mounts of the same name/path,
+// which the apiserver rejects only later, when the controller creates the StatefulSet.
+const (
+	// VolumeName is the emptyDir that carries the driverset binary and the wrapper's state.
+	VolumeName = "driverset"
+	// MountPath is where VolumeName is mounted in the init container and the driver container.
+	MountPath = "/opt/driverset"
+	// InstallContainerName is the init container that copies the binary into VolumeName.
+	InstallContainerName = "driverset-install"
+	// BinaryPath is where the driver container finds the driverset binary.
+	BinaryPath = MountPath + "/bin/driverset"
+	// StateDir is where `driverset wrap` records the driver's exit; it survives container restarts.
+	StateDir = MountPath + "/state"
+)
+
+// NotConvertible is returned when a driver cannot be taken over safely. Reason is shown to the
+// user verbatim in the admission denial, so it says why and what to do.
+type NotConvertible struct {
+	// Pod is "<namespace>/<name>", or the generateName when the pod has no name yet.
+	Pod    string
+	Reason string
+}
+
+func (e *NotConvertible) Error() string {
+	return fmt.Sprintf("driverset cannot take over driver pod %s: %s", e.Pod, e.Reason)
+}
+
+func notConvertible(pod *corev1.Pod, format string, args ...any) *NotConvertible {
+	return &NotConvertible{Pod: podRef(pod), Reason: fmt.Sprintf(format, args...)}
+}
+
+func podRef(pod *corev1.Pod) string {
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	if pod.Namespace == "" {
+		return name
+	}
+	return pod.Namespace + "/" + name
+}
+
+// Check reports whether pod, a Spark driver pod as spark-submit posts it, can be converted. It
+// returns a *NotConvertible naming the first reason it cannot, or nil.
+func Check(pod *corev1.Pod) error {
+	if err := checkShape(pod); err != nil {
+		return err
+	}
+	_, err := SettingsOf(pod)
+	return err
+}
+
+// DriverContainerIndex is the index in pod.Spec.Containers of the container that runs the Spark
+// driver: the one Spark names, else the first whose first argument is "driver" (a pod template may
+// rename it). It returns a *NotConvertible when there is none.
+func DriverContainerIndex(pod *corev1.Pod) (int, error) {
+	if i := driverContainer(pod); i >= 0 {
+		return i, nil
+	}
+	return -1, notConvertible(pod, "it has no container named %q and no container whose first argument is %q; "+
+		"driverset converts only driver pods made by spark-submit --deploy-mode cluster",
+		contract.DriverContainerName, contract.RoleDriver)
+}
+
+// checkShape is Check without the annotations: what building the StatefulSet relies on.
+func checkShape(pod *corev1.Pod) error {
+	if pod == nil {
+		return &NotConvertible{Pod: "<nil>", Reason: "no pod"}
+	}
+	i, err := DriverContainerIndex(pod)
+	if err != nil {
+		return err
+	}
+	c := &pod.Spec.Containers[i]
+	if len(c.Args) == 0 || c.Args[0] != contract.RoleDriver {
+		first := "nothing"
+		if len(c.Args) > 0 {
+			first = fmt.Sprintf("%q", c.Args[0])
+		}
+		return notConvertible(pod, "the args of driver container %q begin with %s, not %q; driverset adds its "+
+			"--conf settings right after that argument, so keep the args spark-submit generates", c.Name, first, contract.RoleDriver)
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		return notConvertible(pod, "it is already controlled by %s %q; driverset takes over only driver pods that "+
+			"spark-submit creates itself", ref.Kind, ref.Name)
+	}
+	if pod.Spec.NodeName != "" {
+		// The apiserver refuses scheduling gates on a pod created with nodeName, so it could never be
+		// held as a placeholder.
+		return notConvertible(pod, "spec.nodeName is set (%q) and a pod bound to a node cannot be held back; "+
+			"choose the node with a nodeSelector or node affinity instead", pod.Spec.NodeName)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == VolumeName {
+			return notConvertible(pod, "it already has a volume named %q, a name driverset reserves for itself; rename that volume", VolumeName)
+		}
+	}
+	for _, ic := range pod.Spec.InitContainers {
+		if ic.Name == InstallContainerName {
+			return notConvertible(pod, "it already has an init container named %q, a name driverset reserves for itself; rename that container", InstallContainerName)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) == MountPath {
+			return notConvertible(pod, "driver container %q already mounts volume %q at %s, where driverset installs itself; mount it elsewhere",
+				c.Name, m.Name, MountPath)
+		}
+	}
+	return nil
+}
+
+// driverContainer is the index of the container that runs the Spark driver, or -1: the one Spark
+// names, else the first whose first argument is "driver" (a pod template may rename it).
+func driverContainer(pod *corev1.Pod) int {
+	for i, c := range pod.Spec.Containers {
+		if c.Name == contract.DriverContainerName {
+			return i
+		}
+	}
+	for i, c := range pod.Spec.Containers {
+		if len(c.Args) > 0 && c.Args[0] == contract.RoleDriver {
+			return i
+		}
+	}
+	return -1
+}

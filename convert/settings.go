@@ -1,0 +1,67 @@
+package convert
+
+import (
+	"path"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// MaxMaxRestarts bounds driverset.dev/max-restarts: a typo such as 1000 should be refused, not obeyed.
+const MaxMaxRestarts = 100
+
+// Settings are the user's knobs, read from the driver pod's annotations.
+type Settings struct {
+	// MaxRestarts is how many process failures are restarted; node-loss recoveries are not counted.
+	MaxRestarts int
+	// Entrypoint is the image's entrypoint, run when the driver container has no command.
+	Entrypoint string
+	// FenceAfter is how long the driver's node may be unreachable before its pod is force-deleted; 0 is off.
+	FenceAfter time.Duration
+}
+
+// SettingsOf parses the pod's driverset annotations, with defaults for the absent ones. An invalid
+// value is a *NotConvertible saying which annotation and what a valid one looks like.
+func SettingsOf(pod *corev1.Pod) (Settings, error) {
+	s := Settings{MaxRestarts: contract.DefaultMaxRestarts, Entrypoint: contract.DefaultEntrypoint}
+	a := pod.Annotations
+	if v, ok := a[contract.AnnotationMaxRestarts]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxMaxRestarts {
+			return Settings{}, notConvertible(pod, "annotation %s=%q is not an integer from 0 to %d; for example "+
+				"--conf spark.kubernetes.driver.annotation.%s=%d", contract.AnnotationMaxRestarts, v, MaxMaxRestarts,
+				contract.AnnotationMaxRestarts, contract.DefaultMaxRestarts)
+		}
+		s.MaxRestarts = n
+	}
+	if v, ok := a[contract.AnnotationFenceAfter]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return Settings{}, notConvertible(pod, "annotation %s=%q is not a duration of 0 or more such as \"2m\" "+
+				"(0 turns fencing off)", contract.AnnotationFenceAfter, v)
+		}
+		s.FenceAfter = d
+	}
+	entrypoint, err := entrypointOf(pod)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.Entrypoint = entrypoint
+	return s, nil
+}
+
+// entrypointOf is the image's entrypoint from the pod's annotation, or the default.
+func entrypointOf(pod *corev1.Pod) (string, error) {
+	v, ok := pod.Annotations[contract.AnnotationEntrypoint]
+	if !ok {
+		return contract.DefaultEntrypoint, nil
+	}
+	if !path.IsAbs(v) {
+		return "", notConvertible(pod, "annotation %s=%q is not an absolute path such as %q",
+			contract.AnnotationEntrypoint, v, contract.DefaultEntrypoint)
+	}
+	return v, nil
+}

@@ -1,0 +1,240 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// Options are the deployment's choices that are not in the driver pod.
+type Options struct {
+	// Image is driverset's own image, run by the init container that copies the binary (`serve --image`).
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+}
+
+// revisionHistoryLimit is small: with OnDelete and a template driverset never changes, S has one revision.
+const revisionHistoryLimit = 2
+
+// serviceAccountVolumePrefix names the projected volume the ServiceAccount admission plugin injects.
+// It is injected again, with a fresh name, for every pod the StatefulSet creates; a copy in the
+// template would be a second token volume.
+const serviceAccountVolumePrefix = "kube-api-access-"
+
+// StatefulSet builds S for the placeholder p as the apiserver persisted it (with a name, namespace,
+// UID and the placeholder gate): one replica that runs the real driver, owned by p.
+func StatefulSet(p *corev1.Pod, o Options) (*appsv1.StatefulSet, error) {
+	n, err := persistedPlaceholder(p)
+	if err != nil {
+		return nil, err
+	}
+	if o.Image == "" {
+		return nil, errors.New("no image for the driverset-install init container (serve --image)")
+	}
+	recorded, err := RealResources(p)
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := template(p, n, recorded, o)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{contract.LabelDriver: n.StatefulSet}
+	if app, ok := p.Labels[contract.LabelSparkAppSelector]; ok {
+		labels[contract.LabelSparkAppSelector] = app
+	}
+	replicas := int32(1)
+	history := int32(revisionHistoryLimit)
+	return &appsv1.StatefulSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            n.StatefulSet,
+			Namespace:       p.Namespace,
+			Labels:          labels,
+			OwnerReferences: ownedBy(p),
+		},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    &replicas,
+			ServiceName: n.Service,
+			Selector:    &metav1.LabelSelector{MatchLabels: driverSelector(n)},
+			// OnDelete: a template change never restarts a running driver.
+			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			RevisionHistoryLimit: &history,
+			Template:             tpl,
+		},
+	}, nil
+}
+
+// template is p's metadata and spec, made runnable by a StatefulSet and wrapped by driverset.
+func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Options) (corev1.PodTemplateSpec, error) {
+	t := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: map[string]string{}},
+		Spec:       *p.Spec.DeepCopy(),
+	}
+	for k, v := range p.Labels {
+		if k != contract.LabelPlaceholder {
+			t.Labels[k] = v
+		}
+	}
+	t.Labels[contract.LabelDriver] = n.StatefulSet
+	for k, v := range p.Annotations {
+		switch k {
+		case contract.AnnotationResources, contract.AnnotationRestarts, contract.AnnotationRestartedIncarnation:
+		default:
+			t.Annotations[k] = v
+		}
+	}
+	if len(t.Annotations) == 0 {
+		t.Annotations = nil
+	}
+
+	spec := &t.Spec
+	spec.SchedulingGates = withoutGate(spec.SchedulingGates, contract.GatePlaceholder)
+	// The only policy a StatefulSet allows; `driverset wrap` makes sure the driver still runs once.
+	spec.RestartPolicy = corev1.RestartPolicyAlways
+	// Set on p by the scheduler or by admission plugins that set them again for S-0 (Priority,
+	// RuntimeClass) and refuse a pod whose values disagree; or forbidden in a StatefulSet template
+	// (activeDeadlineSeconds, ephemeral containers); or set by the StatefulSet (hostname, subdomain).
+	spec.NodeName = ""
+	spec.Priority = nil
+	spec.PreemptionPolicy = nil
+	spec.Overhead = nil
+	spec.ActiveDeadlineSeconds = nil
+	spec.EphemeralContainers = nil
+	spec.Hostname = ""
+	spec.Subdomain = ""
+	removeServiceAccountVolume(spec)
+
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if r, ok := recorded[cs[i].Name]; ok {
+				cs[i].Resources = *r.DeepCopy()
+			}
+		}
+	}
+
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name:         VolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+	})
+	spec.InitContainers = append([]corev1.Container{installContainer(o)}, spec.InitContainers...)
+	driver := &spec.Containers[driverContainer(p)]
+	entry := driver.Command
+	if len(entry) == 0 {
+		entrypoint, err := entrypointOf(p)
+		if err != nil {
+			return corev1.PodTemplateSpec{}, err
+		}
+		entry = []string{entrypoint}
+	}
+	wrapDriver(driver, entry, n.DriverHost(p.Namespace))
+	return t, nil
+}
+
+func withoutGate(gates []corev1.PodSchedulingGate, name string) []corev1.PodSchedulingGate {
+	var out []corev1.PodSchedulingGate
+	for _, g := range gates {
+		if g.Name != name {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// removeServiceAccountVolume drops the token volume the ServiceAccount admission plugin injected into
+// p, and its mounts; the plugin injects a fresh one into S-0.
+func removeServiceAccountVolume(spec *corev1.PodSpec) {
+	injected := map[string]bool{}
+	var volumes []corev1.Volume
+	for _, v := range spec.Volumes {
+		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil {
+			injected[v.Name] = true
+			continue
+		}
+		volumes = append(volumes, v)
+	}
+	if len(injected) == 0 {
+		return
+	}
+	spec.Volumes = volumes
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			var mounts []corev1.VolumeMount
+			for _, m := range cs[i].VolumeMounts {
+				if !injected[m.Name] {
+					mounts = append(mounts, m)
+				}
+			}
+			cs[i].VolumeMounts = mounts
+		}
+	}
+}
+
+// installContainer copies the driverset binary into the shared emptyDir. It is tiny (a quota with
+// limits.* requires limits on every container) and meets the `restricted` Pod Security level, so
+// S-0 can be created in any namespace the driver itself could run in.
+func installContainer(o Options) corev1.Container {
+	yes, no := true, false
+	uid := int64(65532)
+	return corev1.Container{
+		Name:            InstallContainerName,
+		Image:           o.Image,
+		ImagePullPolicy: o.ImagePullPolicy,
+		Command:         []string{"/driverset", "copy-binary", BinaryPath},
+		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeName, MountPath: MountPath}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("16Mi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("100m"),
+				corev1.ResourceMemory: resource.MustParse("32Mi"),
+			},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             &yes,
+			RunAsUser:                &uid,
+			AllowPrivilegeEscalation: &no,
+			ReadOnlyRootFilesystem:   &yes,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
+// wrapDriver runs the driver container's entrypoint under `driverset wrap` and points Spark at the
+// running pod's own name and stable host. `--conf k=v` right after "driver" wins over the
+// properties file (spark-facts §3), so Spark's own settings need no change.
+// entry is what the container ran before: its command, or the image's entrypoint.
+func wrapDriver(c *corev1.Container, entry []string, host string) {
+	c.Command = append([]string{BinaryPath, "wrap", "--state-dir", StateDir, "--"}, entry...)
+
+	args := []string{contract.RoleDriver,
+		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),
+		"--conf", "spark.driver.host=" + host,
+	}
+	c.Args = append(args, c.Args[1:]...)
+
+	var env []corev1.EnvVar
+	for _, e := range c.Env {
+		if e.Name != contract.EnvPodName {
+			env = append(env, e)
+		}
+	}
+	c.Env = append(env, corev1.EnvVar{
+		Name:      contract.EnvPodName,
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
+	})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath})
+	// File, not FallbackToLogsOnError: the wrapper writes the exit record there, and a log tail
+	// must never be mistaken for it.
+	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+}

@@ -1,0 +1,375 @@
+package install
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// renderChart renders charts/driverset the way `helm template driverset charts/driverset
+// --namespace NS --set ...` does (Helm's own engine, values schema included).
+func renderChart(t testing.TB, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	ch, err := loader.Load(filepath.Join(moduleRoot(t), "charts", "driverset"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := chartutil.ReleaseOptions{Name: "driverset", Namespace: namespace, Revision: 1, IsInstall: true}
+	vals, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		if strings.HasSuffix(name, ".yaml") {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var objs []*unstructured.Unstructured
+	for _, name := range names {
+		got, err := decodeString(files[name])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		objs = append(objs, got...)
+	}
+	return objs, nil
+}
+
+func mustRenderChart(t testing.TB, namespace string, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := renderChart(t, namespace, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// The chart installs what the kustomize install does: the same objects, with the same content,
+// for each TLS mode. Only the Namespace is left to Helm (--create-namespace), and the chart adds
+// Helm's usual labels.
+func TestChartDefaultsMatchTheKustomizeInstall(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		overlay []*unstructured.Unstructured
+	}{
+		{"self-managed", readInstallYAML(t)},
+		{"cert-manager", render(t, "overlays/cert-manager")},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			var values map[string]any
+			if tc.mode != "self-managed" { // self-managed is the default: render it with no values at all
+				values = map[string]any{"tls": map[string]any{"mode": tc.mode}}
+			}
+			chart := byKey(mustRenderChart(t, systemNamespace, values))
+			want := map[string]*unstructured.Unstructured{}
+			for _, u := range tc.overlay {
+				if u.GetKind() != "Namespace" {
+					want[key(u)] = u
+				}
+			}
+			if got, w := sortedKeys(chart), sortedKeys(want); !reflect.DeepEqual(got, w) {
+				t.Fatalf("the chart makes\n  %v\nthe kustomize install makes\n  %v", got, w)
+			}
+			for k, w := range want {
+				compareObject(t, k, chart[k], w)
+			}
+		})
+	}
+}
+
+// compareObject: the same content except labels, where the chart may add its own.
+func compareObject(t *testing.T, k string, chart, kustomize *unstructured.Unstructured) {
+	t.Helper()
+	c, w := chart.DeepCopy().Object, kustomize.DeepCopy().Object
+	if !isSubset(kustomize.GetLabels(), chart.GetLabels()) {
+		t.Errorf("%s: labels %v lack some of %v", k, chart.GetLabels(), kustomize.GetLabels())
+	}
+	if !reflect.DeepEqual(chart.GetAnnotations(), kustomize.GetAnnotations()) {
+		t.Errorf("%s: annotations %v, want %v", k, chart.GetAnnotations(), kustomize.GetAnnotations())
+	}
+	for _, m := range []map[string]any{c, w} {
+		unstructured.RemoveNestedField(m, "metadata", "labels")
+		unstructured.RemoveNestedField(m, "metadata", "annotations")
+	}
+	if kustomize.GetKind() == "Deployment" {
+		cl, _, _ := unstructured.NestedStringMap(c, "spec", "template", "metadata", "labels")
+		wl, _, _ := unstructured.NestedStringMap(w, "spec", "template", "metadata", "labels")
+		if !isSubset(wl, cl) {
+			t.Errorf("%s: pod labels %v lack some of %v", k, cl, wl)
+		}
+		unstructured.RemoveNestedField(c, "spec", "template", "metadata", "labels")
+		unstructured.RemoveNestedField(w, "spec", "template", "metadata", "labels")
+		// kustomize leaves the pull policy to the apiserver, which defaults a tagged image to
+		// IfNotPresent; the chart says it, because it is a value.
+		wc := container(t, podSpecOf(w))
+		if _, ok := wc["imagePullPolicy"]; !ok {
+			wc["imagePullPolicy"] = "IfNotPresent"
+		}
+	}
+	if !reflect.DeepEqual(c, w) {
+		t.Errorf("%s differs:\n--- chart\n%s\n--- kustomize\n%s", k, toYAML(c), toYAML(w))
+	}
+}
+
+func podSpecOf(obj map[string]any) map[string]any {
+	spec, _, _ := unstructured.NestedFieldNoCopy(obj, "spec", "template", "spec")
+	m, _ := spec.(map[string]any)
+	return m
+}
+
+func isSubset(small, big map[string]string) bool {
+	for k, v := range small {
+		if bv, ok := big[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]*unstructured.Unstructured) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Each knob of values.yaml reaches the objects it is meant for.
+func TestChartValues(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		values    map[string]any
+		check     func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{
+			name:   "replicas",
+			values: map[string]any{"replicas": 3},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				expect(t, find(t, objs, "Deployment", "driverset").Object, 3, "spec", "replicas")
+			},
+		},
+		{
+			name: "image, and the init container pulls it the same way",
+			values: map[string]any{"image": map[string]any{
+				"repository": "registry.example/driverset", "tag": "v1.2.3", "pullPolicy": "Always",
+			}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+				c := container(t, pod)
+				if c["image"] != "registry.example/driverset:v1.2.3" || c["imagePullPolicy"] != "Always" {
+					t.Errorf("image %v, pull policy %v", c["image"], c["imagePullPolicy"])
+				}
+				if !containsString(containerArgs(t, pod), "--image-pull-policy=Always") {
+					t.Errorf("serve is not told the pull policy: %v", containerArgs(t, pod))
+				}
+			},
+		},
+		{
+			name:   "image tag defaults to the chart's appVersion",
+			values: map[string]any{"image": map[string]any{"repository": "registry.example/driverset"}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				c := container(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+				if c["image"] != "registry.example/driverset:dev" {
+					t.Errorf("image %v", c["image"])
+				}
+			},
+		},
+		{
+			name:   "resources",
+			values: map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "1Gi"}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				c := container(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+				expect(t, c, "1Gi", "resources", "requests", "memory")
+			},
+		},
+		{
+			name:   "restart backoff",
+			values: map[string]any{"restartBackoff": "30s", "maxRestartBackoff": "10m"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+				for _, want := range []string{"--restart-backoff=30s", "--max-restart-backoff=10m"} {
+					if !containsString(args, want) {
+						t.Errorf("args %v lack %s", args, want)
+					}
+				}
+			},
+		},
+		{
+			name:   "namespace policy off: only opted-in drivers",
+			values: map[string]any{"namespacePolicy": map[string]any{"enabled": false}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if got := webhookNames(t, objs); !reflect.DeepEqual(got, []string{"drivers.driverset.dev"}) {
+					t.Errorf("webhooks %v", got)
+				}
+			},
+		},
+		{
+			name:   "webhook timeout and failure policy, on both driver webhooks",
+			values: map[string]any{"webhook": map[string]any{"timeoutSeconds": 2, "failurePolicy": "Ignore"}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, h := range webhooks(t, objs) {
+					expect(t, h, 2, "timeoutSeconds")
+					expect(t, h, "Ignore", "failurePolicy")
+				}
+			},
+		},
+		{
+			name:      "another namespace: the Service, the exclusions, the certificates and the bindings follow",
+			namespace: "tools",
+			values:    map[string]any{"tls": map[string]any{"mode": "cert-manager"}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, h := range webhooks(t, objs) {
+					expect(t, h, "tools", "clientConfig", "service", "namespace")
+					sel, _, _ := unstructured.NestedSlice(h, "namespaceSelector", "matchExpressions")
+					expect(t, sel[0].(map[string]any), []any{"kube-system", "tools"}, "values")
+				}
+				expect(t, find(t, objs, "MutatingWebhookConfiguration", "driverset").Object,
+					"tools/driverset-webhook", "metadata", "annotations", "cert-manager.io/inject-ca-from")
+				expect(t, find(t, objs, "Certificate", "driverset-webhook").Object,
+					[]any{"driverset-webhook.tools.svc", "driverset-webhook.tools.svc.cluster.local"}, "spec", "dnsNames")
+				subjects, _, _ := unstructured.NestedSlice(find(t, objs, "ClusterRoleBinding", "driverset").Object, "subjects")
+				expect(t, subjects[0].(map[string]any), "tools", "namespace")
+				for _, u := range objs {
+					if scoped(u.GetKind()) && u.GetNamespace() != "tools" {
+						t.Errorf("%s is not in the release namespace", key(u))
+					}
+				}
+			},
+		},
+		{
+			name: "scheduling",
+			values: map[string]any{
+				"nodeSelector": map[string]any{"pool": "system"},
+				"tolerations":  []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
+				"affinity":     nil, // Helm's way to drop a default: null
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+				expect(t, pod, "system", "nodeSelector", "pool")
+				expect(t, pod, []any{map[string]any{"key": "dedicated", "operator": "Exists"}}, "tolerations")
+				if _, ok := pod["affinity"]; ok {
+					t.Errorf("affinity: null still renders %s", toYAML(pod["affinity"]))
+				}
+			},
+		},
+		{
+			name:   "no PodDisruptionBudget",
+			values: map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, u := range objs {
+					if u.GetKind() == "PodDisruptionBudget" {
+						t.Errorf("%s rendered", key(u))
+					}
+				}
+			},
+		},
+		{
+			name:   "PodDisruptionBudget as a percentage",
+			values: map[string]any{"podDisruptionBudget": map[string]any{"enabled": true, "minAvailable": "50%"}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				expect(t, find(t, objs, "PodDisruptionBudget", "driverset").Object, "50%", "spec", "minAvailable")
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tc.namespace
+			if ns == "" {
+				ns = systemNamespace
+			}
+			tc.check(t, mustRenderChart(t, ns, tc.values))
+		})
+	}
+}
+
+// Values that would install a broken driverset are refused before anything is applied.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+	}{
+		{"unknown TLS mode", map[string]any{"tls": map[string]any{"mode": "none"}}},
+		{"unknown failure policy", map[string]any{"webhook": map[string]any{"failurePolicy": "Sometimes"}}},
+		{"timeout above the apiserver's 30 s", map[string]any{"webhook": map[string]any{"timeoutSeconds": 31}}},
+		{"no replica", map[string]any{"replicas": 0}},
+		{"a backoff that is not a duration", map[string]any{"restartBackoff": "ten seconds"}},
+		{"unknown pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if objs, err := renderChart(t, systemNamespace, tc.values); err == nil {
+				t.Fatalf("rendered %v", keys(objs))
+			}
+		})
+	}
+}
+
+// The template itself refuses an unknown TLS mode, for `helm install --skip-schema-validation`.
+func TestChartTemplateRefusesUnknownTLSMode(t *testing.T) {
+	ch, err := loader.Load(filepath.Join(moduleRoot(t), "charts", "driverset"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, map[string]any{"tls": map[string]any{"mode": "none"}},
+		chartutil.ReleaseOptions{Name: "driverset", Namespace: systemNamespace}, chartutil.DefaultCapabilities, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Render(ch, vals); err == nil || !strings.Contains(err.Error(), "tls.mode") {
+		t.Fatalf("want an error naming tls.mode, got %v", err)
+	}
+}
+
+func webhooks(t *testing.T, objs []*unstructured.Unstructured) []map[string]any {
+	t.Helper()
+	raw, _, _ := unstructured.NestedSlice(find(t, objs, "MutatingWebhookConfiguration", "driverset").Object, "webhooks")
+	hooks := make([]map[string]any, 0, len(raw))
+	for _, h := range raw {
+		hooks = append(hooks, h.(map[string]any))
+	}
+	return hooks
+}
+
+func webhookNames(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	var names []string
+	for _, h := range webhooks(t, objs) {
+		names = append(names, fmt.Sprint(h["name"]))
+	}
+	return names
+}
+
+// scoped says whether a kind the chart renders lives in a namespace.
+func scoped(kind string) bool {
+	switch kind {
+	case "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "Namespace":
+		return false
+	}
+	return true
+}
+
+// expect compares as JSON: decoded YAML numbers are float64, the tables' are int.
+func expect(t *testing.T, obj map[string]any, want any, path ...string) {
+	t.Helper()
+	got, found, err := unstructured.NestedFieldNoCopy(obj, path...)
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if err != nil || !found || string(g) != string(w) {
+		t.Errorf("%s = %s (found %v, %v), want %s", strings.Join(path, "."), g, found, err, w)
+	}
+}

@@ -1,0 +1,205 @@
+package install
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// grant is one permission: a verb on a resource, cluster-wide (namespace "") or in one namespace,
+// on any object (name "") or on one object.
+type grant struct {
+	namespace, group, resource, verb, name string
+}
+
+func (g grant) String() string {
+	where := "cluster-wide"
+	if g.namespace != "" {
+		where = "in " + g.namespace
+	}
+	obj := "any"
+	if g.name != "" {
+		obj = g.name
+	}
+	group := g.group
+	if group == "" {
+		group = "core"
+	}
+	return fmt.Sprintf("%s %s.%s (%s) %s", g.verb, g.resource, group, obj, where)
+}
+
+// allowed is every permission driverset's ServiceAccount may hold, and why it needs it. A rule in
+// the manifests that grants anything else fails the test; so does an entry nobody grants.
+// selfManaged entries exist only with self-managed TLS.
+func allowed() map[grant]struct{ selfManaged bool } {
+	type need = struct{ selfManaged bool }
+	all, sm := need{false}, need{true}
+	return map[grant]need{
+		// The informer cache of Spark's pods (driver and executor webhooks read it, never the API),
+		// and reading driverset's own pod to learn its image.
+		{"", "", "pods", "get", ""}:   all,
+		{"", "", "pods", "list", ""}:  all,
+		{"", "", "pods", "watch", ""}: all,
+		// A failed driver incarnation is deleted so the StatefulSet makes a new one; stale executors
+		// of an earlier incarnation are deleted; a fenced driver is force-deleted.
+		{"", "", "pods", "delete", ""}: all,
+		// The restart count and the lifted gate on pods driverset owns.
+		{"", "", "pods", "patch", ""}: all,
+		// The placeholder's status mirrors the real driver's, so spark-submit's watch tells the truth.
+		{"", "", "pods/status", "update", ""}: all,
+		{"", "", "pods/status", "patch", ""}:  all,
+		// ownerReferences with blockOwnerDeletion to the placeholder pod (OwnerReferencesPermissionEnforcement).
+		{"", "", "pods/finalizers", "update", ""}: all,
+		// The driver's headless Service: created once, by create-or-get.
+		{"", "", "services", "get", ""}:    all,
+		{"", "", "services", "list", ""}:   all,
+		{"", "", "services", "watch", ""}:  all,
+		{"", "", "services", "create", ""}: all,
+		// The driver's StatefulSet: created once, scaled to 0 when the app ends.
+		{"", "apps", "statefulsets", "get", ""}:    all,
+		{"", "apps", "statefulsets", "list", ""}:   all,
+		{"", "apps", "statefulsets", "watch", ""}:  all,
+		{"", "apps", "statefulsets", "create", ""}: all,
+		{"", "apps", "statefulsets", "patch", ""}:  all,
+		// Events on the placeholder for every decision (patch: the recorder aggregates repeats).
+		{"", "events.k8s.io", "events", "create", ""}: all,
+		{"", "events.k8s.io", "events", "patch", ""}:  all,
+		// Leader election of the controller, in driverset's namespace.
+		{systemNamespace, "coordination.k8s.io", "leases", "get", ""}:    all,
+		{systemNamespace, "coordination.k8s.io", "leases", "list", ""}:   all,
+		{systemNamespace, "coordination.k8s.io", "leases", "watch", ""}:  all,
+		{systemNamespace, "coordination.k8s.io", "leases", "create", ""}: all,
+		{systemNamespace, "coordination.k8s.io", "leases", "update", ""}: all,
+		{systemNamespace, "coordination.k8s.io", "leases", "patch", ""}:  all,
+		// Self-managed TLS: the CA lives in the Secret driverset-ca; the first replica creates it
+		// (create cannot be limited by name), every replica reads it, a renewal updates it.
+		{systemNamespace, "", "secrets", "get", "driverset-ca"}:    sm,
+		{systemNamespace, "", "secrets", "update", "driverset-ca"}: sm,
+		{systemNamespace, "", "secrets", "create", ""}:             sm,
+		// Self-managed TLS: the CA goes into the caBundle of driverset's own webhook configuration.
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "driverset"}:    sm,
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", "driverset"}:  sm,
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update", "driverset"}: sm,
+	}
+}
+
+func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		selfManaged bool
+		objs        func(t *testing.T) []*unstructured.Unstructured
+	}{
+		{"install.yaml", true, func(t *testing.T) []*unstructured.Unstructured { return readInstallYAML(t) }},
+		{"overlays/self-managed", true, func(t *testing.T) []*unstructured.Unstructured { return render(t, "overlays/self-managed") }},
+		{"overlays/cert-manager", false, func(t *testing.T) []*unstructured.Unstructured { return render(t, "overlays/cert-manager") }},
+		{"chart", true, func(t *testing.T) []*unstructured.Unstructured { return mustRenderChart(t, systemNamespace, nil) }},
+		{"chart, cert-manager", false, func(t *testing.T) []*unstructured.Unstructured {
+			return mustRenderChart(t, systemNamespace, map[string]any{"tls": map[string]any{"mode": "cert-manager"}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			granted := grants(t, tc.objs(t))
+			for _, g := range sortedGrants(granted) {
+				need, ok := allowed()[g]
+				if !ok || (need.selfManaged && !tc.selfManaged) {
+					t.Errorf("grants %s, which is not on the allow-list", g)
+				}
+			}
+			for _, g := range sortedGrants(allowed()) {
+				if allowed()[g].selfManaged && !tc.selfManaged {
+					continue
+				}
+				if _, ok := granted[g]; !ok {
+					t.Errorf("does not grant %s, which driverset needs", g)
+				}
+			}
+		})
+	}
+}
+
+// grants expands the Roles and ClusterRoles bound to driverset's ServiceAccount into single
+// permissions. A binding to a role the manifests do not define (cluster-admin, say), a wildcard,
+// or a binding to any other subject is an error: none of them could be checked against the list.
+func grants(t *testing.T, objs []*unstructured.Unstructured) map[grant]struct{} {
+	t.Helper()
+	roles := map[string]*unstructured.Unstructured{} // "ClusterRole/name" or "Role/ns/name"
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ClusterRole":
+			roles["ClusterRole/"+u.GetName()] = u
+		case "Role":
+			roles["Role/"+u.GetNamespace()+"/"+u.GetName()] = u
+		}
+	}
+	out := map[grant]struct{}{}
+	for _, b := range objs {
+		if b.GetKind() != "ClusterRoleBinding" && b.GetKind() != "RoleBinding" {
+			continue
+		}
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		for _, s := range subjects {
+			s := s.(map[string]any)
+			if s["kind"] != "ServiceAccount" || s["name"] != "driverset" || s["namespace"] != systemNamespace {
+				t.Errorf("%s binds %v, not driverset's ServiceAccount", key(b), s)
+			}
+		}
+		refKind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind")
+		refName, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
+		var role *unstructured.Unstructured
+		namespace := b.GetNamespace() // a ClusterRole bound by a RoleBinding grants in its namespace only
+		if refKind == "ClusterRole" {
+			role = roles["ClusterRole/"+refName]
+		} else {
+			role = roles["Role/"+namespace+"/"+refName]
+		}
+		if role == nil {
+			t.Errorf("%s binds %s %s, which the manifests do not define", key(b), refKind, refName)
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		for _, r := range rules {
+			expandRule(t, key(role), namespace, r.(map[string]any), out)
+		}
+	}
+	return out
+}
+
+func expandRule(t *testing.T, role, namespace string, rule map[string]any, out map[grant]struct{}) {
+	t.Helper()
+	list := func(field string) []string {
+		v, _, _ := unstructured.NestedStringSlice(rule, field)
+		for _, s := range v {
+			if s == "*" {
+				t.Errorf("%s: wildcard in %s", role, field)
+			}
+		}
+		return v
+	}
+	if len(list("nonResourceURLs")) > 0 {
+		t.Errorf("%s grants non-resource URLs", role)
+	}
+	names := list("resourceNames")
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	for _, group := range list("apiGroups") {
+		for _, res := range list("resources") {
+			for _, verb := range list("verbs") {
+				for _, name := range names {
+					out[grant{namespace, group, res, verb, name}] = struct{}{}
+				}
+			}
+		}
+	}
+}
+
+func sortedGrants[V any](m map[grant]V) []grant {
+	gs := make([]grant, 0, len(m))
+	for g := range m {
+		gs = append(gs, g)
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i].String() < gs[j].String() })
+	return gs
+}

@@ -1,0 +1,96 @@
+package install
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// install.yaml is committed so that `kubectl apply --server-side -f <url>` works; it must be
+// exactly what hack/render-install.sh makes of manifests/overlays/self-managed today.
+func TestInstallYAMLIsRenderedFromTheSelfManagedOverlay(t *testing.T) {
+	want := renderInstall(t)
+	got, err := os.ReadFile(filepath.Join(moduleRoot(t), "install.yaml"))
+	if err != nil {
+		t.Fatalf("%v: run hack/render-install.sh", err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	gotLines, wantLines := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := 0; i < len(gotLines) || i < len(wantLines); i++ {
+		var g, w string
+		if i < len(gotLines) {
+			g = gotLines[i]
+		}
+		if i < len(wantLines) {
+			w = wantLines[i]
+		}
+		if g != w {
+			t.Fatalf("install.yaml is stale; run hack/render-install.sh (and commit it).\nfirst difference at line %d:\n  install.yaml: %q\n  render:       %q", i+1, g, w)
+		}
+	}
+}
+
+// The install is the self-managed one: no dependency on cert-manager, no Secret to provide.
+func TestInstallYAMLNeedsNoCertManager(t *testing.T) {
+	objs := readInstallYAML(t)
+	for _, u := range objs {
+		if strings.HasPrefix(u.GetAPIVersion(), "cert-manager.io/") {
+			t.Errorf("install.yaml has %s, which needs cert-manager", key(u))
+		}
+	}
+	pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+	if !containsString(containerArgs(t, pod), "--self-managed-tls") {
+		t.Errorf("driverset does not make its own certificates: args %v", containerArgs(t, pod))
+	}
+	for _, v := range pod["volumes"].([]any) {
+		if _, ok := v.(map[string]any)["secret"]; ok {
+			t.Errorf("the Deployment mounts a Secret nobody makes: %s", toYAML(v))
+		}
+	}
+}
+
+func TestRenderInstallSetsTheReleaseImage(t *testing.T) {
+	for _, tc := range []struct {
+		image, wantErr string
+	}{
+		{image: "registry.example/team/driverset:v1.2.3"},
+		{image: "localhost:5000/driverset:v1"},
+		{image: "registry.example/driverset", wantErr: "REPOSITORY:TAG"},
+		{image: "localhost:5000/driverset", wantErr: "REPOSITORY:TAG"},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "install.yaml")
+			cmd := exec.Command(filepath.Join(moduleRoot(t), "hack", "render-install.sh"), out)
+			cmd.Env = append(os.Environ(), "KUBECTL="+kubectl(t), "DRIVERSET_IMAGE="+tc.image)
+			msg, err := cmd.CombinedOutput()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(string(msg), tc.wantErr) {
+					t.Fatalf("want a failure naming %q, got %v: %s", tc.wantErr, err, msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v: %s", err, msg)
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decodeBytes(t, data)
+			c := container(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+			if c["image"] != tc.image {
+				t.Errorf("image = %v, want %s", c["image"], tc.image)
+			}
+			// Apart from the image, the release render is install.yaml.
+			plain := string(renderInstall(t))
+			if strings.ReplaceAll(string(data), tc.image, "driverset/driverset:dev") != plain {
+				t.Error("the release render differs from install.yaml in more than the image")
+			}
+		})
+	}
+}

@@ -1,0 +1,219 @@
+package sparksim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// expandVars is the kubelet's $(VAR) expansion of command, args and env values
+// (third_party/forked/golang/expansion): $(NAME) becomes the value of NAME when it is defined,
+// $$ becomes $, and anything else — an undefined name, an unclosed "$(", a lone "$" — stays as
+// written.
+func expandVars(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok && name != "" {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// containerEnv resolves a container's env as the kubelet does, in order, each literal value
+// expanded against the variables defined before it. Supported sources: literal values, fieldRef
+// (metadata.name, metadata.namespace, metadata.uid, metadata.labels['k'], metadata.annotations['k'],
+// spec.nodeName, spec.serviceAccountName, status.podIP, status.hostIP) and configMapKeyRef /
+// secretKeyRef (read from the API). A variable whose source is unknown or missing stays undefined,
+// so a $(REF) to it stays literal. envFrom is not read.
+func containerEnv(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, ctr *corev1.Container) map[string]string {
+	env := map[string]string{}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, e := range ctr.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = expandVars(e.Value, lookup)
+			continue
+		}
+		if v, ok := envSource(ctx, c, pod, e.ValueFrom); ok {
+			env[e.Name] = v
+		}
+	}
+	return env
+}
+
+func envSource(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, src *corev1.EnvVarSource) (string, bool) {
+	switch {
+	case src.FieldRef != nil:
+		return podField(pod, src.FieldRef.FieldPath)
+	case src.ConfigMapKeyRef != nil:
+		cm, err := c.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, src.ConfigMapKeyRef.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", false
+		}
+		v, ok := cm.Data[src.ConfigMapKeyRef.Key]
+		return v, ok
+	case src.SecretKeyRef != nil:
+		s, err := c.CoreV1().Secrets(pod.Namespace).Get(ctx, src.SecretKeyRef.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", false
+		}
+		v, ok := s.Data[src.SecretKeyRef.Key]
+		return string(v), ok
+	}
+	return "", false
+}
+
+func podField(pod *corev1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	case "spec.nodeName":
+		return pod.Spec.NodeName, true
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, true
+	case "status.podIP":
+		return pod.Status.PodIP, true
+	case "status.hostIP":
+		return pod.Status.HostIP, true
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": pod.Labels, "metadata.annotations": pod.Annotations} {
+		if rest, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(rest, "']") {
+			return m[strings.TrimSuffix(rest, "']")], true
+		}
+	}
+	return "", false
+}
+
+// sparkArgs finds the arguments the image's entrypoint receives after "driver", in the
+// container's full argv (command + args, both $(VAR)-expanded). Accepted shapes, tried in order:
+//   - argv starts with "driver": no command, the image ENTRYPOINT runs (Spark's own pods);
+//   - argv is an entrypoint followed by "driver": [/opt/entrypoint.sh driver …];
+//   - a wrapper ending in "--" comes first: everything up to and including the first "--" is
+//     dropped and the rest must have one of the two shapes above, e.g.
+//     [/opt/driverset/bin/driverset wrap -- /opt/entrypoint.sh driver …] or [tini -s -- /opt/entrypoint.sh driver …].
+func sparkArgs(argv []string) ([]string, error) {
+	afterDriver := func(a []string) ([]string, bool) {
+		switch {
+		case len(a) > 0 && a[0] == "driver":
+			return a[1:], true
+		case len(a) > 1 && a[1] == "driver":
+			return a[2:], true
+		}
+		return nil, false
+	}
+	if rest, ok := afterDriver(argv); ok {
+		return rest, nil
+	}
+	for i, a := range argv {
+		if a == "--" {
+			if rest, ok := afterDriver(argv[i+1:]); ok {
+				return rest, nil
+			}
+			break
+		}
+	}
+	return nil, fmt.Errorf("sparksim: container command line %q does not run the Spark entrypoint with \"driver\"", argv)
+}
+
+// submitArgs is what SparkSubmitArguments makes of a client-mode command line.
+type submitArgs struct {
+	conf           map[string]string // --conf k=v, later ones winning
+	flags          map[string]string // spark-submit options that map to a setting (--name → spark.app.name …)
+	propertiesFile string
+	mainClass      string
+	primary        string
+	appArgs        []string
+}
+
+// flagSettings are the spark-submit options that set a Spark setting; they beat --conf.
+var flagSettings = map[string]string{
+	"--name": "spark.app.name", "--master": "spark.master", "--deploy-mode": "spark.submit.deployMode",
+	"--jars": "spark.jars", "--files": "spark.files", "--py-files": "spark.submit.pyFiles",
+	"--driver-memory": "spark.driver.memory", "--driver-cores": "spark.driver.cores",
+	"--executor-memory": "spark.executor.memory", "--executor-cores": "spark.executor.cores",
+	"--num-executors": "spark.executor.instances", "--proxy-user": "spark.kubernetes.proxyUser",
+}
+
+// valueOptions take a value without mapping to a setting this simulator reads.
+var valueOptions = map[string]bool{
+	"--packages": true, "--exclude-packages": true, "--repositories": true, "--archives": true,
+	"--driver-java-options": true, "--driver-library-path": true, "--driver-class-path": true,
+	"--total-executor-cores": true, "--queue": true, "--principal": true, "--keytab": true, "--kill": true,
+	"--status": true,
+}
+
+// parseSubmitArgs parses spark-submit's command line: options until the primary resource, then
+// the application's arguments. Both "--opt value" and "--opt=value" forms are accepted.
+func parseSubmitArgs(args []string) (submitArgs, error) {
+	s := submitArgs{conf: map[string]string{}, flags: map[string]string{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			s.primary, s.appArgs = a, args[i+1:]
+			break
+		}
+		name, value, inline := strings.Cut(a, "=")
+		if name == "-c" {
+			name = "--conf"
+		}
+		takes := name == "--conf" || name == "--properties-file" || name == "--class" ||
+			flagSettings[name] != "" || valueOptions[name]
+		if !takes {
+			continue // a switch such as --verbose or --supervise
+		}
+		if !inline {
+			if i+1 >= len(args) {
+				return s, fmt.Errorf("sparksim: missing value for %s", name)
+			}
+			i++
+			value = args[i]
+		}
+		switch {
+		case name == "--conf":
+			k, v, ok := strings.Cut(value, "=")
+			if !ok {
+				return s, fmt.Errorf("sparksim: Spark config without '=': %s", value)
+			}
+			s.conf[k] = v
+		case name == "--properties-file":
+			s.propertiesFile = value
+		case name == "--class":
+			s.mainClass = value
+		case flagSettings[name] != "":
+			s.flags[flagSettings[name]] = value
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,368 @@
+package sparksim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// DriverOptions tune StartDriverWith; zero values are the defaults.
+type DriverOptions struct {
+	// Version is the Spark line the JVM plays. Default: from the running pod's spark-version label
+	// (set by 3.4+), else 2.4.
+	Version Version
+	// Rand and Now feed the random executor prefix and ConfigMap name (default crypto/rand, time.Now).
+	Rand io.Reader
+	Now  func() time.Time
+}
+
+// Driver is one driver JVM: started once in a pod, it keeps its conf, app id, executor prefix and
+// executor counter for its lifetime, as Spark's driver does. A Driver is safe for concurrent use.
+type Driver struct {
+	c         kubernetes.Interface
+	ns        string // spark.kubernetes.namespace
+	version   Version
+	t         traits
+	conf      map[string]string
+	env       map[string]string // the container's resolved env
+	appID     string
+	ownPod    *corev1.Pod
+	prefix    string // executor pod name prefix
+	confMap   string // the executor ConfigMap (3.x+), "" if none
+	localDirs []string
+	ids       ids
+
+	mu     sync.Mutex
+	nextID int
+}
+
+// StartDriver is the driver JVM starting in pod ns/podName — the pod where the container runs,
+// e.g. the bare driver pod, or a StatefulSet's pod. See StartDriverWith.
+func StartDriver(ctx context.Context, c kubernetes.Interface, ns, podName string) (*Driver, error) {
+	return StartDriverWith(ctx, c, ns, podName, DriverOptions{})
+}
+
+// StartDriverWith plays the start of the driver JVM (spark-facts §3):
+//  1. reads the driver container of pod ns/podName (the one named spark-kubernetes-driver, else
+//     the first), resolves its env and $(VAR)s as the kubelet does and finds the arguments after
+//     "driver" (see sparkArgs for the accepted wrapper shapes);
+//  2. runs the entrypoint's `spark-submit --conf spark.driver.bindAddress=$SPARK_DRIVER_BIND_ADDRESS
+//     [3.x+: --conf spark.executorEnv.SPARK_DRIVER_POD_IP=…] --deploy-mode client "$@"`;
+//  3. builds the effective conf: the --properties-file (read from the ConfigMap mounted at its
+//     directory), overridden by every --conf, overridden by spark-submit's own options (--name …);
+//  4. GETs the pod named spark.kubernetes.driver.pod.name and fails with Spark's message if absent;
+//  5. (3.x+) creates the executor ConfigMap spark-exec-<id>-conf-map, owned by that pod.
+//
+// Not simulated: the 1 s wait for the own pod to be Ready (Spark only logs its failure),
+// spark-defaults.conf, envFrom.
+func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName string, o DriverOptions) (*Driver, error) {
+	pod, err := c.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("sparksim: reading the pod the driver runs in: %w", err)
+	}
+	ctr := driverContainer(pod)
+	if ctr == nil {
+		return nil, fmt.Errorf("sparksim: pod %s/%s has no containers", ns, podName)
+	}
+	v := o.Version
+	if v == "" {
+		v = Spark24
+		if got, ok := versionFromRelease(pod.Labels[LabelSparkVersion]); ok {
+			v = got
+		}
+	}
+	t, err := v.traits()
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{c: c, version: v, t: t, ids: ids{rand: o.Rand, now: o.Now}}
+	if def := (App{}).ids(); d.ids.rand == nil {
+		d.ids.rand = def.rand
+	}
+	if d.ids.now == nil {
+		d.ids.now = time.Now
+	}
+	d.env = containerEnv(ctx, c, pod, ctr)
+	lookup := func(k string) (string, bool) { v, ok := d.env[k]; return v, ok }
+	var argv []string
+	for _, a := range append(append([]string{}, ctr.Command...), ctr.Args...) {
+		argv = append(argv, expandVars(a, lookup))
+	}
+	rest, err := sparkArgs(argv)
+	if err != nil {
+		return nil, err
+	}
+	bind := d.env["SPARK_DRIVER_BIND_ADDRESS"]
+	cmdline := []string{"--conf", "spark.driver.bindAddress=" + bind}
+	if !t.oldConfMap {
+		cmdline = append(cmdline, "--conf", "spark.executorEnv.SPARK_DRIVER_POD_IP="+bind)
+	}
+	cmdline = append(append(cmdline, "--deploy-mode", "client"), rest...)
+	args, err := parseSubmitArgs(cmdline)
+	if err != nil {
+		return nil, err
+	}
+	conf := map[string]string{}
+	if args.propertiesFile != "" {
+		if conf, err = readMountedFile(ctx, c, pod, ctr, args.propertiesFile); err != nil {
+			return nil, err
+		}
+	}
+	maps.Copy(conf, args.conf)
+	maps.Copy(conf, args.flags)
+	d.conf = conf
+
+	d.ns = conf["spark.kubernetes.namespace"]
+	if d.ns == "" {
+		d.ns = ns
+	}
+	own := conf["spark.kubernetes.driver.pod.name"]
+	if own == "" {
+		return nil, errors.New("sparksim: spark.kubernetes.driver.pod.name is not set: the driver cannot find its own pod")
+	}
+	d.ownPod, err = c.CoreV1().Pods(d.ns).Get(ctx, own, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("No pod was found named %s in the cluster in the namespace %s (this was supposed to be the driver pod.).", own, d.ns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.appID = conf["spark.app.id"]
+	if d.appID == "" {
+		// SparkContext's own id when none was given (TaskScheduler.applicationId).
+		d.appID = fmt.Sprintf("spark-application-%d", d.ids.now().UnixMilli())
+	}
+	if d.prefix = conf["spark.kubernetes.executor.podNamePrefix"]; d.prefix == "" {
+		// KubernetesClusterManager sets a fresh prefix in every driver JVM that has none.
+		name := conf["spark.app.name"]
+		if name == "" {
+			name = "spark"
+		}
+		if d.prefix, err = d.ids.resourcePrefix(Spark35, name); err != nil {
+			return nil, err
+		}
+	}
+	d.localDirs = localDirs(d.env, conf)
+	if t.execConfigMap {
+		if err := d.createExecutorConfigMap(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func driverContainer(pod *corev1.Pod) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == contract.DriverContainerName {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	if len(pod.Spec.Containers) > 0 {
+		return &pod.Spec.Containers[0]
+	}
+	return nil
+}
+
+// localDirs is LocalDirsFeatureStep's choice in the driver JVM: $SPARK_LOCAL_DIRS (the driver
+// pod's own), else spark.local.dir, else one fresh /var/data/spark-<uuid>.
+func localDirs(env, conf map[string]string) []string {
+	s := env["SPARK_LOCAL_DIRS"]
+	if s == "" {
+		s = conf["spark.local.dir"]
+	}
+	var out []string
+	for _, d := range strings.Split(s, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// readMountedFile reads the properties file at file from the ConfigMap volume mounted over its
+// directory in ctr (plain configMap volumes and projected configMap sources, items honoured).
+func readMountedFile(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, ctr *corev1.Container, file string) (map[string]string, error) {
+	file = path.Clean(file)
+	var mount *corev1.VolumeMount
+	for i, m := range ctr.VolumeMounts {
+		mp := path.Clean(m.MountPath)
+		if strings.HasPrefix(file, mp+"/") && (mount == nil || len(mp) > len(path.Clean(mount.MountPath))) {
+			mount = &ctr.VolumeMounts[i]
+		}
+	}
+	if mount == nil {
+		return nil, fmt.Errorf("sparksim: no volume is mounted over %s in container %s", file, ctr.Name)
+	}
+	rel := strings.TrimPrefix(file, path.Clean(mount.MountPath)+"/")
+	if mount.SubPath != "" {
+		rel = path.Join(mount.SubPath, rel)
+	}
+	var sources []*corev1.ConfigMapProjection
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != mount.Name {
+			continue
+		}
+		switch {
+		case v.ConfigMap != nil:
+			sources = append(sources, &corev1.ConfigMapProjection{LocalObjectReference: v.ConfigMap.LocalObjectReference, Items: v.ConfigMap.Items})
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					sources = append(sources, s.ConfigMap)
+				}
+			}
+		}
+	}
+	for _, src := range sources {
+		key, ok := rel, len(src.Items) == 0
+		for _, it := range src.Items {
+			if path.Clean(it.Path) == rel {
+				key, ok = it.Key, true
+			}
+		}
+		if !ok {
+			continue
+		}
+		cm, err := c.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("sparksim: reading %s from ConfigMap %s: %w", file, src.Name, err)
+		}
+		text, ok := cm.Data[key]
+		if !ok {
+			continue
+		}
+		return loadProperties(text)
+	}
+	return nil, fmt.Errorf("sparksim: %s is not provided by any ConfigMap in volume %s", file, mount.Name)
+}
+
+// createExecutorConfigMap is KubernetesClusterSchedulerBackend.setUpExecutorConfigMap (3.1+).
+func (d *Driver) createExecutorConfigMap(ctx context.Context) error {
+	id, err := d.ids.uniqueID()
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      "spark-exec-" + id + "-conf-map",
+			Namespace: d.ns,
+			Labels: map[string]string{
+				contract.LabelSparkAppSelector: d.appID,
+				contract.LabelSparkRole:        contract.RoleExecutor,
+			},
+			OwnerReferences: []metav1.OwnerReference{ownerReference(d.ownPod)},
+		},
+		Immutable: ptr.To(true),
+		Data:      map[string]string{"spark.kubernetes.namespace": d.ns},
+	}
+	if _, err := d.c.CoreV1().ConfigMaps(d.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	d.confMap = cm.Name
+	return nil
+}
+
+// Conf returns a copy of the effective conf.
+func (d *Driver) Conf() map[string]string { return maps.Clone(d.conf) }
+
+// AppID is spark.app.id as the driver sees it.
+func (d *Driver) AppID() string { return d.appID }
+
+// OwnPod is the pod named by spark.kubernetes.driver.pod.name, as read at start.
+func (d *Driver) OwnPod() *corev1.Pod { return d.ownPod.DeepCopy() }
+
+// ExecutorPrefix is this JVM's executor pod name prefix.
+func (d *Driver) ExecutorPrefix() string { return d.prefix }
+
+// ExecutorConfigMap is the name of the ConfigMap this JVM created for its executors ("" in 2.4).
+func (d *Driver) ExecutorConfigMap() string { return d.confMap }
+
+// executorSelector is how Spark finds its executors.
+func (d *Driver) executorSelector() string {
+	return labels.Set{contract.LabelSparkAppSelector: d.appID, contract.LabelSparkRole: contract.RoleExecutor}.String()
+}
+
+// RequestExecutors creates n executor pods one after another, as ExecutorPodsAllocator does,
+// numbering them on from this JVM's last one. It returns the pods created, and the first error.
+func (d *Driver) RequestExecutors(ctx context.Context, n int) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for range n {
+		d.mu.Lock()
+		d.nextID++
+		id := d.nextID
+		d.mu.Unlock()
+		pod, err := d.executorPod(id)
+		if err != nil {
+			return out, err
+		}
+		created, err := d.c.CoreV1().Pods(d.ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, created)
+	}
+	return out, nil
+}
+
+// Executors lists the pods Spark counts as this app's executors.
+func (d *Driver) Executors(ctx context.Context) ([]corev1.Pod, error) {
+	l, err := d.c.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: d.executorSelector()})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// Stop is the driver's clean stop (KubernetesClusterSchedulerBackend.stop): delete every Service
+// labelled with the app id, then the executors, then (3.x+) the executor ConfigMaps. Like Spark it
+// carries on after a failure; the errors are joined.
+func (d *Driver) Stop(ctx context.Context) error {
+	var errs []error
+	byApp := metav1.ListOptions{LabelSelector: labels.Set{contract.LabelSparkAppSelector: d.appID}.String()}
+	if l, err := d.c.CoreV1().Services(d.ns).List(ctx, byApp); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, s := range l.Items {
+			if err := d.c.CoreV1().Services(d.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	execs := metav1.ListOptions{LabelSelector: d.executorSelector()}
+	if l, err := d.c.CoreV1().Pods(d.ns).List(ctx, execs); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, p := range l.Items {
+			if err := d.c.CoreV1().Pods(d.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if d.t.execConfigMap {
+		if l, err := d.c.CoreV1().ConfigMaps(d.ns).List(ctx, execs); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, cm := range l.Items {
+				if err := d.c.CoreV1().ConfigMaps(d.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,392 @@
+package testbed
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// EnvBinDir names the environment variable that points at the test bed's binaries.
+const EnvBinDir = "DRIVERSET_TESTBED_BIN"
+
+// Component names: keys of LogPaths, and the log files' base names. A node's kwok is
+// "kwok-<node>".
+const (
+	ComponentEtcd              = "etcd"
+	ComponentAPIServer         = "kube-apiserver"
+	ComponentControllerManager = "kube-controller-manager"
+	ComponentScheduler         = "kube-scheduler"
+	kwokPrefix                 = "kwok-"
+)
+
+// requiredBinaries are what the test bed runs; kubectl is built too but only humans use it.
+func requiredBinaries() []string {
+	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+}
+
+// startPhaseTimeout bounds each step of Start, so a broken component fails the test in
+// minutes rather than at `go test`'s global timeout.
+const startPhaseTimeout = 2 * time.Minute
+
+//go:embed stages/*.yaml
+var stageFiles embed.FS
+
+// Options; zero values get sensible test defaults.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+	// Default: $DRIVERSET_TESTBED_BIN. Missing binaries are an error, never a skip.
+	BinDir string
+	// Nodes is how many KWOK nodes exist at start, named kwok-node-1..N. Default 2.
+	// A negative value starts none.
+	Nodes int
+	// Dir holds certificates, etcd data, logs and kubeconfigs. Default: a new temporary folder.
+	// Stop deletes it unless KeepLogs was called. It must not already hold a test bed.
+	Dir string
+	// NodeMonitorGracePeriod: how long a silent node stays Ready before it turns Unknown
+	// (kube-controller-manager --node-monitor-grace-period). Default 10s.
+	NodeMonitorGracePeriod time.Duration
+	// PodEvictionTimeout: the default not-ready/unreachable tolerations the apiserver adds to
+	// pods (--default-*-toleration-seconds), i.e. how long after Unknown a pod is evicted.
+	// Rounded up to whole seconds. Default 10s.
+	PodEvictionTimeout time.Duration
+	// Log gets progress lines ("etcd ready in 1.2s"). Default io.Discard.
+	Log io.Writer
+}
+
+func (o Options) withDefaults() Options {
+	if o.BinDir == "" {
+		o.BinDir = os.Getenv(EnvBinDir)
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 2
+	}
+	if o.NodeMonitorGracePeriod == 0 {
+		o.NodeMonitorGracePeriod = 10 * time.Second
+	}
+	if o.PodEvictionTimeout == 0 {
+		o.PodEvictionTimeout = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	return o
+}
+
+// checkBinaries says exactly what is missing and how to get it.
+func checkBinaries(binDir string) error {
+	const hint = "run `make e2e` or set " + EnvBinDir + " (hack/testbed-build.sh prints it)"
+	if binDir == "" {
+		return errors.New("testbed: no binaries: " + hint)
+	}
+	var missing []string
+	for _, b := range requiredBinaries() {
+		st, err := os.Stat(filepath.Join(binDir, b))
+		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("testbed: %s lacks %v: %s", binDir, missing, hint)
+	}
+	return nil
+}
+
+// Cluster is a running test bed.
+type Cluster struct {
+	Config         *rest.Config // admin (system:masters), to https://127.0.0.1:<port>
+	Client         kubernetes.Interface
+	KubeconfigPath string // admin kubeconfig file usable with kubectl
+	Dir            string
+	BinDir         string
+
+	opts  Options
+	lay   layout
+	pki   *pki
+	spawn *spawner
+
+	mu        sync.Mutex
+	procs     map[string]*process // control plane, by component name
+	logged    map[string]bool     // every component that ever ran, deleted nodes' kwoks included
+	nodes     map[string]*kwokNode
+	nextIndex int // the next node's index: its /24 and node IP
+	keep      bool
+	stopped   bool
+	stopErr   error
+}
+
+// kwokNode is one fake node and the kwok process that is its kubelet.
+type kwokNode struct {
+	name  string
+	index int
+	proc  *process // nil while the node is killed
+}
+
+// Start brings up the control plane and Options.Nodes nodes, and returns once the apiserver is
+// healthy, the `default` ServiceAccount exists in `default`, and every node is Ready.
+// On error nothing is left running and Dir is kept for its logs (the error names it).
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	o = o.withDefaults()
+	if err := checkBinaries(o.BinDir); err != nil {
+		return nil, err
+	}
+	dir := o.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "driverset-testbed-"); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etcd")); err == nil {
+		return nil, fmt.Errorf("testbed: %s already holds a test bed (etcd/); remove it or choose another Dir", dir)
+	}
+	c := &Cluster{
+		Dir:       dir,
+		BinDir:    o.BinDir,
+		opts:      o,
+		procs:     map[string]*process{},
+		logged:    map[string]bool{},
+		nodes:     map[string]*kwokNode{},
+		nextIndex: 1,
+	}
+	if err := c.start(ctx); err != nil {
+		c.keep = true
+		_ = c.Stop()
+		return nil, fmt.Errorf("testbed: %w (logs in %s)", err, filepath.Join(dir, "logs"))
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	begin := time.Now()
+	for _, d := range []string{"logs", "etcd", "kwok-home"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	_, svcNet, _ := net.ParseCIDR(serviceCIDR)
+	kubernetesIP := net.IPv4(svcNet.IP[0], svcNet.IP[1], svcNet.IP[2], svcNet.IP[3]+1)
+	if c.pki, err = newPKI(kubernetesIP); err != nil {
+		return err
+	}
+	if err := c.pki.write(filepath.Join(c.Dir, "pki")); err != nil {
+		return err
+	}
+	c.lay = layout{
+		Dir:                    c.Dir,
+		EtcdClientPort:         ports[0],
+		EtcdPeerPort:           ports[1],
+		APIServerPort:          ports[2],
+		ControllerManagerPort:  ports[3],
+		SchedulerPort:          ports[4],
+		NodeMonitorGracePeriod: c.opts.NodeMonitorGracePeriod,
+		PodEvictionTimeout:     c.opts.PodEvictionTimeout,
+		PKI:                    c.pki.files,
+		AdminKC:                filepath.Join(c.Dir, "admin.kubeconfig"),
+		ControllerManagerKC:    filepath.Join(c.Dir, "controller-manager.kubeconfig"),
+		SchedulerKC:            filepath.Join(c.Dir, "scheduler.kubeconfig"),
+		KwokConfig:             filepath.Join(c.Dir, "kwok-stages.yaml"),
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", c.lay.APIServerPort)
+	for path, id := range map[string]*keyPair{
+		c.lay.AdminKC:             c.pki.Admin,
+		c.lay.ControllerManagerKC: c.pki.ControllerManager,
+		c.lay.SchedulerKC:         c.pki.Scheduler,
+	} {
+		if err := writeKubeconfig(path, server, c.pki.CA.CertPEM, id); err != nil {
+			return err
+		}
+	}
+	c.KubeconfigPath = c.lay.AdminKC
+	if err := writeStages(c.lay.KwokConfig); err != nil {
+		return err
+	}
+	c.Config = restConfig(server, c.pki.CA.CertPEM, c.pki.Admin)
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return err
+	}
+	c.spawn = newSpawner()
+
+	step := time.Now()
+	if err := c.startComponent(ComponentEtcd, "etcd", etcdArgs(c.lay, filepath.Join(c.Dir, "etcd"))); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "etcd healthy", c.etcdHealthy); err != nil {
+		return err
+	}
+	c.logf("etcd ready in %.1fs", time.Since(step).Seconds())
+
+	step = time.Now()
+	if err := c.startComponent(ComponentAPIServer, "kube-apiserver", apiserverArgs(c.lay)); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "kube-apiserver /readyz", c.apiserverReady); err != nil {
+		return err
+	}
+	c.logf("kube-apiserver ready in %.1fs (https://127.0.0.1:%d)", time.Since(step).Seconds(), c.lay.APIServerPort)
+
+	if err := c.startComponent(ComponentControllerManager, "kube-controller-manager", controllerManagerArgs(c.lay)); err != nil {
+		return err
+	}
+	if err := c.startComponent(ComponentScheduler, "kube-scheduler", schedulerArgs(c.lay)); err != nil {
+		return err
+	}
+
+	step = time.Now()
+	var names []string
+	for i := 1; i <= c.opts.Nodes; i++ {
+		name := fmt.Sprintf("kwok-node-%d", i)
+		if err := c.createNode(ctx, name); err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if err := c.waitNodeReady(ctx, name, ""); err != nil {
+			return err
+		}
+	}
+	if len(names) > 0 {
+		c.logf("%d nodes Ready in %.1fs", len(names), time.Since(step).Seconds())
+	}
+	if err := c.waitFor(ctx, "ServiceAccount default/default", c.defaultServiceAccountExists); err != nil {
+		return err
+	}
+	c.logf("test bed ready in %.1fs; export KUBECONFIG=%s", time.Since(begin).Seconds(), c.KubeconfigPath)
+	return nil
+}
+
+// startComponent runs one control-plane binary with its log in Dir/logs.
+func (c *Cluster) startComponent(name, bin string, args []string) error {
+	p, err := c.spawn.startProcess(name, filepath.Join(c.BinDir, bin), args, c.logPath(name), nil)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.procs[name] = p
+	c.logged[name] = true
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) logPath(component string) string {
+	return filepath.Join(c.Dir, "logs", component+".log")
+}
+
+func (c *Cluster) logf(format string, args ...any) {
+	// One Write per line, straight from here, so a testing.TB writer reports this file's line.
+	_, _ = c.opts.Log.Write([]byte(fmt.Sprintf("testbed: "+format+"\n", args...)))
+}
+
+// writeStages concatenates our kwok stage files into the one config file kwok reads.
+func writeStages(path string) error {
+	entries, err := stageFiles.ReadDir("stages")
+	if err != nil {
+		return err
+	}
+	var out []byte
+	for _, e := range entries {
+		b, err := stageFiles.ReadFile("stages/" + e.Name())
+		if err != nil {
+			return err
+		}
+		out = append(out, "---\n"...)
+		out = append(out, b...)
+		out = append(out, '\n')
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. All listeners are held until
+// every port is known, so the n ports differ; another process could still take one before the
+// component binds it, which the component's log would then say.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// KeepLogs makes Stop leave Dir (logs, certificates, etcd data) in place.
+func (c *Cluster) KeepLogs() {
+	c.mu.Lock()
+	c.keep = true
+	c.mu.Unlock()
+}
+
+// LogPaths maps each component that ran ("etcd", "kube-apiserver", "kube-controller-manager",
+// "kube-scheduler", "kwok-<node>", deleted nodes included) to its log file. A revived node's
+// kwok appends to the same file, after a "====" line.
+func (c *Cluster) LogPaths() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := map[string]string{}
+	for name := range c.logged {
+		m[name] = c.logPath(name)
+	}
+	return m
+}
+
+// Nodes lists the nodes the test bed made that still exist (killed ones included), sorted.
+func (c *Cluster) Nodes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.nodes))
+	for n := range c.nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PIDs returns the process id of every component still running, by component name; tests use
+// it to prove that nothing outlives Stop.
+func (c *Cluster) PIDs() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := map[string]int{}
+	for name, p := range c.procs {
+		if !p.exited() {
+			m[name] = p.pid()
+		}
+	}
+	for name, n := range c.nodes {
+		if n.proc != nil && !n.proc.exited() {
+			m[kwokPrefix+name] = n.proc.pid()
+		}
+	}
+	return m
+}
+
+// CACertPEM is the cluster CA (it signed the apiserver's serving certificate).
+func (c *Cluster) CACertPEM() []byte { return c.pki.CA.CertPEM }

@@ -1,0 +1,145 @@
+// Package webhook holds driverset's admission handlers. Each one decodes the request, makes its
+// decision with a pure function and answers with a JSON patch computed by the library.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// Paths at which the driver handlers are served, shared by cmd and the manifests.
+const (
+	// DriverPath serves the webhook entry that selects driver pods labelled driverset.dev/resilient=true.
+	DriverPath = "/mutate-driver"
+	// DriverEnforcedPath serves the entry that selects namespaces labelled driverset.dev/policy=enforce.
+	DriverEnforcedPath = "/mutate-driver-enforced"
+)
+
+// Driver admits Spark driver pods: an opted-in driver becomes the gated placeholder of DESIGN flow
+// step 1, one that cannot be taken over safely is denied with the reason, and every other pod is
+// allowed unchanged. It is a pure function of the request: no API calls, the same answer on
+// dry-run, and no change to a pod it already converted.
+type Driver struct {
+	// Enforced is true for the handler behind the namespace-policy entry: every Spark driver pod is
+	// converted. Otherwise only pods labelled driverset.dev/resilient=true are.
+	Enforced bool
+}
+
+var _ admission.Handler = (*Driver)(nil)
+var _ admission.Defaulter[*corev1.Pod] = (*Driver)(nil)
+
+func podKind() metav1.GroupVersionKind { return metav1.GroupVersionKind{Version: "v1", Kind: "Pod"} }
+
+// Handle implements admission.Handler.
+//
+// It does not use admission.WithDefaulter, though Default has that shape: that handler runs on
+// every operation but DELETE and diffs the raw request against the pod re-encoded from Go types,
+// so fields an older client library does not know would show up as removals. Handle exits early
+// on anything that is not a pod CREATE, and diffs the pod before and after Default, both encoded
+// the same way, so the patch holds exactly what Default changed.
+func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed(fmt.Sprintf("driverset converts driver pods on CREATE only, not on %s", req.Operation))
+	}
+	if req.Kind != podKind() || req.Resource.Group != "" || req.Resource.Resource != "pods" || req.SubResource != "" {
+		return admission.Allowed(fmt.Sprintf("driverset converts v1 Pods only, not %s %s", req.Kind.String(), resourceOf(req)))
+	}
+	if len(req.Object.Raw) == 0 {
+		return admission.Allowed("the request carries no pod")
+	}
+	pod := &corev1.Pod{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("driverset could not decode the pod in the admission request: %w", err))
+	}
+	// The apiserver fills the namespace in before admission; fill it from the request otherwise so
+	// messages name the pod fully. Done before the "before" snapshot: it is not part of the patch.
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	if reason := d.skip(pod); reason != "" {
+		return admission.Allowed(reason)
+	}
+	// A placeholder comes back when the apiserver re-invokes the webhook; it is left as it is.
+	placeholder := convert.IsPlaceholder(pod)
+	before, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if err := d.Default(ctx, pod); err != nil {
+		var nc *convert.NotConvertible
+		if errors.As(err, &nc) {
+			return admission.Denied(nc.Error())
+		}
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	after, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	resp := admission.PatchResponseFromRaw(before, after)
+	if !resp.Allowed {
+		return resp
+	}
+	if len(resp.Patches) == 0 && placeholder {
+		return admission.Allowed("already a driverset placeholder")
+	}
+	resp.Result = &metav1.Status{Code: http.StatusOK, Message: "converted to a driverset placeholder"}
+	if pod.Name != "" {
+		n := contract.NamesFor(pod.Name)
+		resp = resp.WithWarnings(fmt.Sprintf("driverset: pod %s is a placeholder; the driver runs in pod %s",
+			pod.Name, n.DriverPodName()))
+	}
+	return resp
+}
+
+// Default converts pod in place when it is an opted-in Spark driver that driverset does not run
+// yet, and leaves every other pod alone. A pod that cannot be converted safely gives a
+// *convert.NotConvertible, to be answered with a denial.
+func (d *Driver) Default(_ context.Context, pod *corev1.Pod) error {
+	if d.skip(pod) != "" {
+		return nil
+	}
+	return convert.ToPlaceholder(pod)
+}
+
+// skip says why pod is not for this handler to convert, or "" when it is.
+func (d *Driver) skip(pod *corev1.Pod) string {
+	switch {
+	case pod.Labels[contract.LabelSparkRole] != contract.RoleDriver:
+		return "not a Spark driver pod"
+	case hasLabel(pod, contract.LabelDriver):
+		// The StatefulSet's own pod carries the driver label; converting it would loop forever.
+		return "already run by driverset"
+	case !d.Enforced && pod.Labels[contract.LabelResilient] != "true":
+		return "not opted in to driverset"
+	}
+	return ""
+}
+
+func hasLabel(pod *corev1.Pod, key string) bool {
+	_, ok := pod.Labels[key]
+	return ok
+}
+
+func resourceOf(req admission.Request) string {
+	r := req.Resource.Resource
+	if req.Resource.Group != "" {
+		r += "." + req.Resource.Group
+	}
+	if req.SubResource != "" {
+		r += "/" + req.SubResource
+	}
+	return r
+}

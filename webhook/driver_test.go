@@ -1,0 +1,282 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// sparkDriver is a minimal driver pod as spark-submit posts it, opted in by label.
+func sparkDriver() *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pi-0123456789abcdef-driver", Namespace: "jobs",
+			Labels: map[string]string{
+				contract.LabelSparkRole:        contract.RoleDriver,
+				contract.LabelSparkAppSelector: "spark-0123456789abcdef0123456789abcdef",
+				contract.LabelResilient:        "true",
+			},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:  contract.DriverContainerName,
+				Image: "apache/spark:3.5.3",
+				Args:  []string{"driver", "--properties-file", "/opt/spark/conf/spark.properties", "--class", "Pi", "spark-internal"},
+			}},
+		},
+	}
+}
+
+func encode(t *testing.T, pod *corev1.Pod) []byte {
+	t.Helper()
+	b, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDriverDecides is the driver webhook's contract, one row per rule.
+func TestDriverDecides(t *testing.T) {
+	type verdict int
+	const (
+		unchanged verdict = iota // allowed, no patch
+		converted                // allowed, patched into a placeholder
+		denied                   // 403 with the reason
+	)
+	cases := []struct {
+		name     string
+		enforced bool
+		pod      func(*corev1.Pod)
+		want     verdict
+		message  string // a part of the response's message
+	}{
+		{name: "opted-in driver is converted", want: converted, message: "converted to a driverset placeholder"},
+		{name: "driver without the label is left alone", pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelResilient) },
+			want: unchanged, message: "not opted in"},
+		{name: "label value other than true is not an opt-in", pod: func(p *corev1.Pod) { p.Labels[contract.LabelResilient] = "yes" },
+			want: unchanged, message: "not opted in"},
+		{name: "enforced namespace converts a driver without the label", enforced: true,
+			pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelResilient) }, want: converted},
+		{name: "executor pod is left alone", enforced: true, pod: func(p *corev1.Pod) { p.Labels[contract.LabelSparkRole] = contract.RoleExecutor },
+			want: unchanged, message: "not a Spark driver pod"},
+		{name: "pod without spark-role is left alone", enforced: true, pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelSparkRole) },
+			want: unchanged, message: "not a Spark driver pod"},
+		{name: "driverset's own driver pod is left alone", enforced: true, pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "pi-driver" },
+			want: unchanged, message: "already run by driverset"},
+		{name: "driverset's own driver pod is left alone even with an empty label value", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "" },
+			want: unchanged, message: "already run by driverset"},
+		{name: "placeholder is left as it is", pod: func(p *corev1.Pod) {
+			if err := convert.ToPlaceholder(p); err != nil {
+				panic(err)
+			}
+		}, want: unchanged, message: "already a driverset placeholder"},
+		{name: "placeholder label without the gate is denied", pod: func(p *corev1.Pod) { p.Labels[contract.LabelPlaceholder] = "true" },
+			want: denied, message: "but not its scheduling gate"},
+		{name: "no driver container is denied", pod: func(p *corev1.Pod) { p.Spec.Containers[0].Name, p.Spec.Containers[0].Args = "main", nil },
+			want: denied, message: `no container named "spark-kubernetes-driver"`},
+		{name: "args not beginning with driver are denied", pod: func(p *corev1.Pod) { p.Spec.Containers[0].Args[0] = "--driver" },
+			want: denied, message: `begin with "--driver", not "driver"`},
+		{name: "a pod with a controller is denied", pod: func(p *corev1.Pod) {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "nightly", UID: "u1", Controller: &yes}}
+		}, want: denied, message: `already controlled by Job "nightly"`},
+		{name: "a volume named driverset is denied", pod: func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "driverset"})
+		}, want: denied, message: `already has a volume named "driverset"`},
+		{name: "invalid max-restarts is denied", pod: func(p *corev1.Pod) {
+			p.Annotations = map[string]string{contract.AnnotationMaxRestarts: "101"}
+		}, want: denied, message: `driverset.dev/max-restarts="101" is not an integer from 0 to 100`},
+		{name: "invalid fence-after is denied", pod: func(p *corev1.Pod) {
+			p.Annotations = map[string]string{contract.AnnotationFenceAfter: "2 minutes"}
+		}, want: denied, message: `driverset.dev/fence-after="2 minutes" is not a duration`},
+		{name: "relative entrypoint is denied", pod: func(p *corev1.Pod) {
+			p.Annotations = map[string]string{contract.AnnotationEntrypoint: "entrypoint.sh"}
+		}, want: denied, message: `driverset.dev/entrypoint="entrypoint.sh" is not an absolute path`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := sparkDriver()
+			if tc.pod != nil {
+				tc.pod(pod)
+			}
+			resp := (&Driver{Enforced: tc.enforced}).Handle(context.Background(), createRequest(encode(t, pod), false))
+			if resp.Result == nil || !strings.Contains(resp.Result.Message, tc.message) {
+				t.Errorf("message %+v, want one containing %q", resp.Result, tc.message)
+			}
+			switch tc.want {
+			case unchanged:
+				if !resp.Allowed || len(resp.Patches) != 0 || resp.PatchType != nil {
+					t.Errorf("allowed=%v patches=%v, want allowed unchanged", resp.Allowed, resp.Patches)
+				}
+			case converted:
+				if !resp.Allowed || len(resp.Patches) == 0 {
+					t.Fatalf("allowed=%v patches=%v result=%+v, want a patch", resp.Allowed, resp.Patches, resp.Result)
+				}
+				var got corev1.Pod
+				if err := json.Unmarshal(applyPatch(t, encode(t, pod), resp.Patches), &got); err != nil {
+					t.Fatal(err)
+				}
+				if !convert.IsPlaceholder(&got) || len(got.Spec.SchedulingGates) != 1 || got.Spec.SchedulingGates[0].Name != contract.GatePlaceholder {
+					t.Errorf("patched pod is not a gated placeholder: labels %v gates %v", got.Labels, got.Spec.SchedulingGates)
+				}
+			case denied:
+				prefix := "driverset cannot take over driver pod jobs/pi-0123456789abcdef-driver: "
+				if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.HasPrefix(resp.Result.Message, prefix) {
+					t.Errorf("allowed=%v result=%+v, want 403 with a message starting %q", resp.Allowed, resp.Result, prefix)
+				}
+			}
+		})
+	}
+}
+
+// TestDriverRequests covers requests that are not a well-formed pod CREATE: each gets a proper
+// answer, never a panic.
+func TestDriverRequests(t *testing.T) {
+	good := func(t *testing.T) admission.Request { return createRequest(encode(t, sparkDriver()), false) }
+	cases := []struct {
+		name    string
+		req     func(t *testing.T) admission.Request
+		allowed bool
+		code    int32
+		message string
+	}{
+		{name: "DELETE", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Operation, r.OldObject, r.Object = admissionv1.Delete, r.Object, runtime.RawExtension{}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "CREATE only, not on DELETE"},
+		{name: "UPDATE", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Operation = admissionv1.Update
+			return r
+		}, allowed: true, code: http.StatusOK, message: "not on UPDATE"},
+		{name: "wrong kind", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "v1 Pods only, not /v1, Kind=ConfigMap configmaps"},
+		{name: "pod subresource", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.SubResource = "ephemeralcontainers"
+			return r
+		}, allowed: true, code: http.StatusOK, message: "pods/ephemeralcontainers"},
+		{name: "eviction", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Kind = metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}
+			r.SubResource = "eviction"
+			return r
+		}, allowed: true, code: http.StatusOK, message: "Kind=Eviction"},
+		{name: "no object", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Object = runtime.RawExtension{}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "no pod"},
+		{name: "malformed JSON", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Object.Raw = []byte(`{"metadata": {"labels": ["not", "a", "map"]}}`)
+			return r
+		}, code: http.StatusBadRequest, message: "could not decode the pod"},
+		{name: "truncated JSON", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Object.Raw = r.Object.Raw[:len(r.Object.Raw)/2]
+			return r
+		}, code: http.StatusBadRequest, message: "could not decode the pod"},
+		{name: "not JSON at all", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Object.Raw = []byte("\x00\x01protobuf?")
+			return r
+		}, code: http.StatusBadRequest, message: "could not decode the pod"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := (&Driver{Enforced: true}).Handle(context.Background(), tc.req(t))
+			if resp.Allowed != tc.allowed || resp.Result == nil || resp.Result.Code != tc.code ||
+				!strings.Contains(resp.Result.Message, tc.message) || len(resp.Patches) != 0 {
+				t.Errorf("got allowed=%v result=%+v patches=%v, want allowed=%v code %d message containing %q",
+					resp.Allowed, resp.Result, resp.Patches, tc.allowed, tc.code, tc.message)
+			}
+		})
+	}
+}
+
+// TestDriverKeepsUnknownFields: a newer apiserver may send fields this build's Go types do not
+// know. The patch must touch only what driverset changes, so those fields survive.
+func TestDriverKeepsUnknownFields(t *testing.T) {
+	var obj map[string]any
+	if err := json.Unmarshal(encode(t, sparkDriver()), &obj); err != nil {
+		t.Fatal(err)
+	}
+	spec := obj["spec"].(map[string]any)
+	spec["futurePodField"] = map[string]any{"enabled": true}
+	spec["containers"].([]any)[0].(map[string]any)["futureContainerField"] = "x"
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := (&Driver{}).Handle(context.Background(), createRequest(raw, false))
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("allowed=%v patches=%v, want converted", resp.Allowed, resp.Patches)
+	}
+	for _, op := range resp.Patches {
+		if op.Operation == "remove" || strings.Contains(op.Path, "future") {
+			t.Errorf("patch op %s %s touches what driverset did not change", op.Operation, op.Path)
+		}
+	}
+	patched := string(applyPatch(t, raw, resp.Patches))
+	for _, field := range []string{`"futurePodField":{"enabled":true}`, `"futureContainerField":"x"`} {
+		if !strings.Contains(patched, field) {
+			t.Errorf("patched pod lost %s:\n%s", field, patched)
+		}
+	}
+}
+
+// TestDefaultIsTheDecision: Default alone (kubebuilder style) converts, leaves alone, or returns a
+// *convert.NotConvertible.
+func TestDefaultIsTheDecision(t *testing.T) {
+	pod := sparkDriver()
+	if err := (&Driver{}).Default(context.Background(), pod); err != nil || !convert.IsPlaceholder(pod) {
+		t.Errorf("Default: err=%v placeholder=%v, want a placeholder", err, convert.IsPlaceholder(pod))
+	}
+	executor := sparkDriver()
+	executor.Labels[contract.LabelSparkRole] = contract.RoleExecutor
+	want := executor.DeepCopy()
+	if err := (&Driver{Enforced: true}).Default(context.Background(), executor); err != nil || !equalJSON(t, executor, want) {
+		t.Errorf("Default changed an executor pod (err=%v)", err)
+	}
+	bad := sparkDriver()
+	bad.Spec.NodeName = "node-1"
+	err := (&Driver{}).Default(context.Background(), bad)
+	var nc *convert.NotConvertible
+	if !errors.As(err, &nc) || !strings.Contains(nc.Reason, "spec.nodeName is set") {
+		t.Errorf("Default on a pod with nodeName: %v, want a *convert.NotConvertible about nodeName", err)
+	}
+}
+
+func equalJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	x, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(x) == string(y)
+}
