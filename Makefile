@@ -8,7 +8,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e testbed-bin testbed-up testbed-down demo lint build
+.PHONY: test test-unit e2e bench testbed-bin testbed-up testbed-down demo lint build
 
 ## test: every test, the test-bed scenarios included, one package at a time (what CI runs)
 test: testbed-bin
@@ -51,3 +51,7 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped"; fi
+
+## bench: recovery time on each node-loss path, driverset next to a plain StatefulSet, as ratios
+bench: testbed-bin
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./e2e/

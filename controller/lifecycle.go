@@ -28,6 +28,11 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	if pod == nil || pod.DeletionTimestamp != nil {
 		return Outcome{}
 	}
+	return recordedExit(pod, container)
+}
+
+// recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted.
+func recordedExit(pod *corev1.Pod, container string) Outcome {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name != container {
 			continue

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -74,6 +75,11 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	budget.Max = settings.MaxRestarts
 	budget.Used, budget.Restarted = restartsOf(&p)
 	outcome := outcomeOf(driver, container)
+	if driver != nil && driver.UID == budget.Restarted {
+		// driverset deleted this incarnation to restart it: while it terminates (its idle wrap still
+		// "running") it is that restart, not a driver that runs.
+		outcome = recordedExit(driver, container)
+	}
 	decision := decide(outcome, budget, r.now())
 
 	switch decision.Action {
@@ -90,10 +96,6 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 		err := r.Client.Delete(ctx, driver, client.Preconditions{UID: &outcome.PodUID})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, err
-		}
-	case Succeed, Fail:
-		if err := r.scaleToZero(ctx, sts); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -117,6 +119,13 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	if err := r.writeStatus(ctx, &p, view); err != nil {
 		return ctrl.Result{}, err
+	}
+	if decision.Action == Succeed || decision.Action == Fail {
+		// Only once the final status is written: scaling to 0 deletes S-0, and a pod being
+		// deleted has no outcome, so a retry after a failed status write would lose the exit.
+		if err := r.scaleToZero(ctx, sts); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if decision.Action == Wait {
 		requeue = decision.After
@@ -221,7 +230,7 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 	case want.Phase == corev1.PodFailed && old.Phase != corev1.PodFailed:
 		r.event(p, v.Driver, corev1.EventTypeWarning, "Failed", "the driver failed with exit code %d in pod %s after %d restart(s)",
 			v.Outcome.Code, podRef(v.Driver), v.Restarts)
-	case v.Driver != nil && v.Driver.Spec.NodeName != "" && runningOn(old, v.Driver) != runningOn(want, v.Driver):
+	case v.Driver != nil && v.Driver.Spec.NodeName != "" && runningOn(want, v.Driver) && !runningOn(old, v.Driver):
 		r.event(p, v.Driver, corev1.EventTypeNormal, "DriverRunning", "the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
 	}
 	return nil
@@ -229,7 +238,8 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 
 // runningOn reports whether st says the driver runs in pod d on its node.
 func runningOn(st corev1.PodStatus, d *corev1.Pod) bool {
-	return st.Phase == corev1.PodRunning && st.Message == fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(d), d.Spec.NodeName)
+	m := fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(d), d.Spec.NodeName)
+	return st.Phase == corev1.PodRunning && (st.Message == m || strings.HasPrefix(st.Message, m+"; "))
 }
 
 // event records an Event on P; related, when not nil, is the object the decision was about.

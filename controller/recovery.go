@@ -80,6 +80,9 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			}
 		}
 		return loss.Note, loss.FenceIn, nil
+	case rec != nil && driver != nil && driver.UID == rec.Pod && running(driver):
+		// The node is Ready again and the same pod still runs: nothing was lost after all.
+		return "", 0, r.recordLoss(ctx, p, nil)
 	case driver != nil && driver.DeletionTimestamp != nil && rec == nil:
 		// Removed from outside on a healthy node (eviction, drain, kubectl delete): also a recovery to measure.
 		return "", 0, r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: driver.DeletionTimestamp.Time, Cause: CausePodDeleted})

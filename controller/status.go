@@ -75,17 +75,26 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 			Reason:  "DriverRestarting",
 			Message: fmt.Sprintf("the driver exited with code %d; starting a new incarnation", v.Outcome.Code),
 		}
-		st.Message = fmt.Sprintf("driverset: the driver exited with code %d in pod %s; restarting (restart %d)", v.Outcome.Code, podRef(v.Driver), v.Restarts+1)
+		n := v.Restarts // with Restart, the restart under way is counted already
+		if v.Decision.Action == Wait {
+			n++
+		}
+		st.Message = fmt.Sprintf("driverset: the driver exited with code %d in pod %s; restarting (restart %d)", v.Outcome.Code, podRef(v.Driver), n)
 	default:
 		switch {
 		case v.Driver == nil:
+			// Once the driver has run, the app stays Running while a new incarnation is made.
+			if cur.Phase == corev1.PodRunning {
+				st.Phase = corev1.PodRunning
+			}
 			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "DriverPending", Message: "waiting for the StatefulSet to create the driver pod"}
 			st.Message = "driverset: waiting for the StatefulSet to create the driver pod"
 		case driverCS != nil && driverCS.State.Running != nil:
 			st.Phase = corev1.PodRunning
 			cs.State.Running = driverCS.State.Running.DeepCopy()
 			cs.Started = driverCS.Started
-			cs.Ready, ready = driverCS.Ready, driverCS.Ready
+			ready = driverCS.Ready && podReady(v.Driver)
+			cs.Ready = ready
 			st.Message = fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
 		default:
 			// Scheduled or not, the driver has not started yet (or its node was lost before it did).
@@ -156,4 +165,15 @@ func condition(cur corev1.PodStatus, t corev1.PodConditionType, s corev1.Conditi
 		}
 	}
 	return c
+}
+
+// podReady reports the pod's Ready condition: for a pod on a lost node the node lifecycle
+// controller sets it False and leaves the container statuses as the kubelet last reported them.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

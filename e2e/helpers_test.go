@@ -39,6 +39,9 @@ func namespace(t *testing.T, labels map[string]string) string {
 		return err == nil, nil
 	})
 	t.Cleanup(func() {
+		for _, v := range bed.monitor.Violations(name) {
+			t.Errorf("at-most-one driver violated: %s", v)
+		}
 		_ = kube().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
@@ -132,8 +135,13 @@ func getPod(t *testing.T, ns, name string) *corev1.Pod {
 // runningDriver waits until the StatefulSet's pod runs on a node and returns it.
 func runningDriver(t *testing.T, ns string, names contract.Names, notUID string) *corev1.Pod {
 	t.Helper()
+	return runningDriverWithin(t, 60*time.Second, ns, names, notUID)
+}
+
+func runningDriverWithin(t *testing.T, timeout time.Duration, ns string, names contract.Names, notUID string) *corev1.Pod {
+	t.Helper()
 	var pod *corev1.Pod
-	waitFor(t, 60*time.Second, "driver pod "+names.DriverPodName()+" Running", func(ctx context.Context) (bool, error) {
+	waitFor(t, timeout, "driver pod "+names.DriverPodName()+" Running", func(ctx context.Context) (bool, error) {
 		p, err := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

@@ -21,6 +21,7 @@ import (
 type env struct {
 	cluster   *testbed.Cluster
 	driverset *harness.Driverset
+	monitor   *harness.Monitor
 	binary    string
 	dir       string
 }
@@ -63,6 +64,12 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", dir)
 		}
 	}()
+	// The at-most-one invariant is watched through every scenario (see namespace()).
+	if bed.monitor, err = harness.StartMonitor(context.Background(), cluster.Client); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer bed.monitor.Stop()
 	if bed.binary, err = harness.Build(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -138,6 +138,9 @@ func serve(ctx context.Context, args []string) error {
 	hooks := mgr.GetWebhookServer()
 	hooks.Register(webhook.DriverPath, &admission.Webhook{Handler: &webhook.Driver{}})
 	hooks.Register(webhook.DriverEnforcedPath, &admission.Webhook{Handler: &webhook.Driver{Enforced: true}})
+	// Executors and new incarnations are looked up in the informer cache, never with a live call.
+	hooks.Register(webhook.ExecutorPath, &admission.Webhook{Handler: &webhook.Executor{Reader: mgr.GetCache()}})
+	hooks.Register(webhook.IncarnationPath, &admission.Webhook{Handler: &webhook.Incarnation{Reader: mgr.GetCache()}})
 
 	metrics, err := controller.NewMetrics(ctrlmetrics.Registry)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build testbed
+
 package install
 
 import (
@@ -215,7 +217,7 @@ func TestChartValues(t *testing.T) {
 			name:   "namespace policy off: only opted-in drivers",
 			values: map[string]any{"namespacePolicy": map[string]any{"enabled": false}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
-				if got := webhookNames(t, objs); !reflect.DeepEqual(got, []string{"drivers.driverset.dev"}) {
+				if got := webhookNames(t, objs); !reflect.DeepEqual(got, []string{"drivers.driverset.dev", "executors.driverset.dev", "incarnations.driverset.dev"}) {
 					t.Errorf("webhooks %v", got)
 				}
 			},

@@ -86,7 +86,7 @@ func run(ctx context.Context) error {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: prefixed{"  spark-submit: "}})
+		res, err := sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: prefixed{prefix: "  spark-submit: ", last: new(string)}})
 		done <- outcome{res, err}
 	}()
 	names := contract.NamesFor(plan.DriverPodName)
@@ -189,11 +189,19 @@ func gateNames(p *corev1.Pod) []string {
 
 func short[T ~string](uid T) string { return string(uid)[:8] }
 
-type prefixed struct{ prefix string }
+type prefixed struct {
+	prefix string
+	last   *string
+}
 
+// Write keeps, of spark-submit's log, the lines a user watches for: the phase and the end.
 func (w prefixed) Write(b []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		fmt.Println("         " + w.prefix + line)
+		line = strings.TrimSpace(line)
+		if (strings.HasPrefix(line, "phase:") && line != *w.last) || strings.HasPrefix(line, "Application ") {
+			fmt.Println("         " + w.prefix + line)
+			*w.last = line
+		}
 	}
 	return len(b), nil
 }

@@ -1,0 +1,354 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/wrap"
+)
+
+// kubeletFinalizer stands in, on the fake apiserver, for the kubelet that a graceful pod deletion
+// waits for: a pod bound to a node stays Terminating until the test says its kubelet stopped it
+// (stopped) or someone force-deletes it, as on a real cluster.
+const kubeletFinalizer = "test.driverset.dev/kubelet"
+
+// deletion is one Delete call that reached the fake apiserver.
+type deletion struct {
+	kind, name string
+	uid        types.UID // of the object deleted
+	force      bool      // gracePeriodSeconds 0
+}
+
+// cluster is a fake apiserver with one placeholder P, the Placeholder reconciler for it, and the
+// parts of Kubernetes the tests play by hand (the StatefulSet controller, kubelets, nodes).
+type cluster struct {
+	t       *testing.T
+	ctx     context.Context
+	c       client.Client
+	rec     *events.FakeRecorder
+	r       *Placeholder
+	now     time.Time
+	p       types.NamespacedName
+	names   contract.Names
+	deletes []deletion
+}
+
+// sparkDriverPod is spark-submit's Spark 3.5 driver pod as the webhook receives it (the fixture the
+// convert package's golden tests use), with the extra annotations a user set.
+func sparkDriverPod(t *testing.T, annotations map[string]string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "convert", "testdata", "spark-3.5.pod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range annotations {
+		metav1.SetMetaDataAnnotation(&p.ObjectMeta, k, v)
+	}
+	return &p
+}
+
+// newCluster persists the placeholder that the webhook makes of sparkDriverPod, as the apiserver
+// stores it (a UID, Pending, PodScheduled=False/SchedulingGated), plus objs.
+func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, objs ...client.Object) *cluster {
+	t.Helper()
+	p := sparkDriverPod(t, annotations)
+	if err := convert.ToPlaceholder(p); err != nil {
+		t.Fatal(err)
+	}
+	p.UID = "0b7e1d52-6c1a-4f3e-9d8b-2a4c6e8f0a1b"
+	p.Status = corev1.PodStatus{
+		Phase:    corev1.PodPending,
+		QOSClass: corev1.PodQOSBurstable,
+		Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated",
+			Message: "Scheduling is blocked due to non-empty scheduling gates", LastTransitionTime: metav1.NewTime(t0),
+		}},
+	}
+	h := &cluster{
+		t: t, ctx: context.Background(), rec: events.NewFakeRecorder(100), now: t0,
+		p: client.ObjectKeyFromObject(p), names: contract.NamesFor(p.Name),
+	}
+	h.c = fake.NewClientBuilder().
+		WithObjects(append([]client.Object{p}, objs...)...).
+		WithStatusSubresource(&corev1.Pod{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
+		Build()
+	h.r = &Placeholder{
+		Client:  h.c,
+		Events:  h.rec,
+		Convert: convert.Options{Image: "registry.example/driverset:test"},
+		Budget:  Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
+		Metrics: metrics,
+		Now:     func() time.Time { return h.now },
+	}
+	return h
+}
+
+// create gives every new object a UID, as the apiserver does (the fake client does not).
+func (h *cluster) create(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	if obj.GetUID() == "" {
+		obj.SetUID(uuid.NewUUID())
+	}
+	return c.Create(ctx, obj, opts...)
+}
+
+// delete enforces a UID precondition (the fake client checks only resourceVersion) and graceful pod
+// deletion (see kubeletFinalizer), and records the call.
+func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+	o := client.DeleteOptions{}
+	o.ApplyOptions(opts)
+	stored := obj.DeepCopyObject().(client.Object)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), stored); err != nil {
+		return err
+	}
+	if o.Preconditions != nil && o.Preconditions.UID != nil && *o.Preconditions.UID != stored.GetUID() {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, obj.GetName(),
+			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *o.Preconditions.UID, stored.GetUID()))
+	}
+	force := o.GracePeriodSeconds != nil && *o.GracePeriodSeconds == 0
+	h.deletes = append(h.deletes, deletion{kind: reflect.TypeOf(obj).Elem().Name(), name: obj.GetName(), uid: stored.GetUID(), force: force})
+	if pod, ok := stored.(*corev1.Pod); ok {
+		switch {
+		case force && controllerutil.RemoveFinalizer(pod, kubeletFinalizer):
+			if err := c.Update(ctx, pod); err != nil {
+				return err
+			}
+			if pod.DeletionTimestamp != nil {
+				return nil // removing the last finalizer of a Terminating pod removed the pod
+			}
+		case !force && pod.DeletionTimestamp == nil && pod.Spec.NodeName != "" && !isTerminal(pod.Status.Phase):
+			controllerutil.AddFinalizer(pod, kubeletFinalizer)
+			if err := c.Update(ctx, pod); err != nil {
+				return err
+			}
+		}
+	}
+	return c.Delete(ctx, stored)
+}
+
+// reconcile runs one Reconcile of P and fails the test on error.
+func (h *cluster) reconcile() ctrl.Result {
+	h.t.Helper()
+	res, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p})
+	if err != nil {
+		h.t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+func (h *cluster) placeholder() *corev1.Pod {
+	h.t.Helper()
+	var p corev1.Pod
+	if err := h.c.Get(h.ctx, h.p, &p); err != nil {
+		h.t.Fatal(err)
+	}
+	return &p
+}
+
+func (h *cluster) statefulSet() *appsv1.StatefulSet {
+	h.t.Helper()
+	var s appsv1.StatefulSet
+	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.p.Namespace, Name: h.names.StatefulSet}, &s); err != nil {
+		h.t.Fatal(err)
+	}
+	return &s
+}
+
+// driver returns S-0, nil when it does not exist.
+func (h *cluster) driver() *corev1.Pod {
+	h.t.Helper()
+	var d corev1.Pod
+	err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.p.Namespace, Name: h.names.DriverPodName()}, &d)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return &d
+}
+
+// startIncarnation plays the StatefulSet controller (and the incarnations webhook's gates): it
+// creates S-0 from S's template, controlled by S, bound to node ("" leaves it unscheduled).
+func (h *cluster) startIncarnation(node string, gates ...string) *corev1.Pod {
+	h.t.Helper()
+	if d := h.driver(); d != nil {
+		h.t.Fatalf("the StatefulSet controller does not make %s while the old pod (Terminating: %v) exists", d.Name, d.DeletionTimestamp != nil)
+	}
+	s := h.statefulSet()
+	yes := true
+	d := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: h.names.DriverPodName(), Namespace: s.Namespace,
+			Labels:      s.Spec.Template.Labels,
+			Annotations: s.Spec.Template.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "StatefulSet", Name: s.Name, UID: s.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+			}},
+		},
+		Spec: *s.Spec.Template.Spec.DeepCopy(),
+	}
+	d.Spec.NodeName = node
+	for _, g := range gates {
+		d.Spec.SchedulingGates = append(d.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+	}
+	if err := h.c.Create(h.ctx, d); err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+// setDriverStatus plays S-0's kubelet.
+func (h *cluster) setDriverStatus(st corev1.PodStatus) *corev1.Pod {
+	h.t.Helper()
+	d := h.driver()
+	if d == nil {
+		h.t.Fatal("no driver pod")
+	}
+	d.Status = st
+	if err := h.c.Status().Update(h.ctx, d); err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+// stopped plays the kubelet confirming that a Terminating pod's containers are gone.
+func (h *cluster) stopped(name string) {
+	h.t.Helper()
+	var pod corev1.Pod
+	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.p.Namespace, Name: name}, &pod); err != nil {
+		h.t.Fatal(err)
+	}
+	if pod.DeletionTimestamp == nil {
+		h.t.Fatalf("pod %s is not Terminating", name)
+	}
+	controllerutil.RemoveFinalizer(&pod, kubeletFinalizer)
+	if err := h.c.Update(h.ctx, &pod); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// setNode creates or replaces node name with its Ready condition status since the given time.
+func (h *cluster) setNode(name string, ready corev1.ConditionStatus, since time.Time, taints ...corev1.Taint) {
+	h.t.Helper()
+	n := nodeWith(ready, since, taints...)
+	n.Name = name
+	var old corev1.Node
+	switch err := h.c.Get(h.ctx, types.NamespacedName{Name: name}, &old); {
+	case apierrors.IsNotFound(err):
+		if err := h.c.Create(h.ctx, n); err != nil {
+			h.t.Fatal(err)
+		}
+		return
+	case err != nil:
+		h.t.Fatal(err)
+	}
+	n.ResourceVersion = old.ResourceVersion
+	status := n.Status
+	if err := h.c.Update(h.ctx, n); err != nil {
+		h.t.Fatal(err)
+	}
+	n.Status = status
+	if err := h.c.Status().Update(h.ctx, n); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// expectEvents checks the events recorded since the last call, in order, as "<type> <reason>",
+// and that each one's note contains the given substrings (a map from reason to substrings).
+func (h *cluster) expectEvents(want []string, notes map[string][]string) {
+	h.t.Helper()
+	var got []string
+	var all []string
+	for done := false; !done; {
+		select {
+		case e := <-h.rec.Events:
+			all = append(all, e)
+			f := strings.SplitN(e, " ", 3)
+			got = append(got, f[0]+" "+f[1])
+			for _, s := range notes[f[1]] {
+				if !strings.Contains(e, s) {
+					h.t.Errorf("event %q does not contain %q", e, s)
+				}
+			}
+		default:
+			done = true
+		}
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		h.t.Errorf("events = %v, want %v\nall: %q", got, want, all)
+	}
+}
+
+// forcedDeletions are the force-deletions (grace period 0) made so far, as "Kind/name".
+func (h *cluster) forcedDeletions() []string {
+	var out []string
+	for _, d := range h.deletes {
+		if d.force {
+			out = append(out, d.kind+"/"+d.name)
+		}
+	}
+	return out
+}
+
+// Driver pod statuses, as the kubelet reports them.
+
+func runningStatus(since time.Time) corev1.PodStatus {
+	yes := true
+	return corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(since.Add(-5 * time.Second))},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(since)},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(since)},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: contract.DriverContainerName, Image: "apache/spark:3.5.3", Ready: true, Started: &yes,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(since)}},
+		}},
+	}
+}
+
+// exitedStatus: wrap recorded code at finished and was restarted by the kubelet to idle.
+func exitedStatus(code int, finished time.Time) corev1.PodStatus {
+	st := runningStatus(finished.Add(-time.Hour))
+	cs := &st.ContainerStatuses[0]
+	cs.RestartCount = 1
+	cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(finished.Add(time.Second))}}
+	cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: int32(code), Reason: "Error", Message: wrap.TerminationMessage(code, ""),
+		StartedAt: metav1.NewTime(finished.Add(-time.Hour)), FinishedAt: metav1.NewTime(finished),
+	}}
+	return st
+}
+
+func pendingStatus() corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodPending}
+}

@@ -1,0 +1,202 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/wrap"
+)
+
+// t0 is the fixed "now" of the pure-function tests.
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// withDriverStatus is a pod (S-0) with uid whose driver container has status cs (its name is set here).
+func withDriverStatus(uid types.UID, cs corev1.ContainerStatus) *corev1.Pod {
+	cs.Name = contract.DriverContainerName
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pi-driver-0", Namespace: "jobs", UID: uid},
+		Spec:       corev1.PodSpec{NodeName: "node-a"},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "sidecar", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 9}}},
+				cs,
+			},
+		},
+	}
+}
+
+func terminated(code int32, msg string, at time.Time) *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(at)}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	const uid = types.UID("incarnation-1")
+	finished := t0.Add(-time.Minute)
+	deleting := withDriverStatus(uid, corev1.ContainerStatus{
+		State: corev1.ContainerState{Terminated: terminated(3, wrap.TerminationMessage(3, ""), finished)},
+	})
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want Outcome
+	}{
+		{name: "no pod", pod: nil, want: Outcome{}},
+		{
+			name: "driver running: no outcome",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(finished)}},
+			}),
+			want: Outcome{},
+		},
+		{
+			name: "driver waiting to start: no outcome",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+			}),
+			want: Outcome{},
+		},
+		{
+			name: "just exited: state.terminated with wrap's message",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State: corev1.ContainerState{Terminated: terminated(42, wrap.TerminationMessage(42, "java.lang.OutOfMemoryError"), finished)},
+			}),
+			want: Outcome{Exited: true, Code: 42, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "wrap idles after the exit: the record is in lastState",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)},
+			}),
+			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "an idle wrap that was stopped exits 0: the message's code wins",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State:                corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(1, ""), finished)},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished.Add(-time.Second))},
+			}),
+			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "lastState's message wins over its exit code",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(2, ""), finished)},
+			}),
+			want: Outcome{Exited: true, Code: 2, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "a message that is not wrap's: the container's exit code",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State: corev1.ContainerState{Terminated: terminated(137, "OOMKilled", finished)},
+			}),
+			want: Outcome{Exited: true, Code: 137, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "no message at all: the container's exit code",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State: corev1.ContainerState{Terminated: terminated(0, "", finished)},
+			}),
+			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid},
+		},
+		{name: "pod being deleted: stopped from outside, no outcome", pod: deleting, want: Outcome{}},
+		{
+			name: "no status for the driver container yet",
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "sidecar", State: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)}},
+			}}},
+			want: Outcome{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := outcomeOf(tc.pod, contract.DriverContainerName)
+			if !got.FinishedAt.Equal(tc.want.FinishedAt) {
+				t.Errorf("FinishedAt = %v, want %v", got.FinishedAt, tc.want.FinishedAt)
+			}
+			got.FinishedAt, tc.want.FinishedAt = time.Time{}, time.Time{}
+			if got != tc.want {
+				t.Errorf("outcomeOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	const uid = types.UID("incarnation-2")
+	exit := func(code int, ago time.Duration) Outcome {
+		return Outcome{Exited: true, Code: code, FinishedAt: t0.Add(-ago), PodUID: uid}
+	}
+	budget := func(max, used int) Budget {
+		return Budget{Max: max, Used: used, Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
+	}
+	cases := []struct {
+		name    string
+		outcome Outcome
+		budget  Budget
+		want    Decision
+	}{
+		{name: "not exited: observe", outcome: Outcome{}, budget: budget(3, 0), want: Decision{Action: Observe}},
+		{name: "exit 0: succeed", outcome: exit(0, 0), budget: budget(3, 0), want: Decision{Action: Succeed}},
+		{name: "exit 0 with no restarts left: still succeed", outcome: exit(0, 0), budget: budget(1, 1), want: Decision{Action: Succeed}},
+		{name: "exit 1 just now, restarts left: wait the first backoff", outcome: exit(1, 0), budget: budget(3, 0), want: Decision{Action: Wait, After: 10 * time.Second}},
+		{name: "exit 1, part of the backoff elapsed: wait the rest", outcome: exit(1, 4*time.Second), budget: budget(3, 0), want: Decision{Action: Wait, After: 6 * time.Second}},
+		{name: "exit 1, backoff elapsed exactly: restart", outcome: exit(1, 10*time.Second), budget: budget(3, 0), want: Decision{Action: Restart}},
+		{name: "second restart waits twice as long", outcome: exit(1, 15*time.Second), budget: budget(3, 1), want: Decision{Action: Wait, After: 5 * time.Second}},
+		{name: "second restart after 20s: restart", outcome: exit(1, 20*time.Second), budget: budget(3, 1), want: Decision{Action: Restart}},
+		{name: "no restarts left: fail", outcome: exit(1, time.Hour), budget: budget(3, 3), want: Decision{Action: Fail}},
+		{name: "no restarts left, just exited: fail at once, no backoff", outcome: exit(7, 0), budget: budget(1, 1), want: Decision{Action: Fail}},
+		{name: "max-restarts 0: the first failure is final", outcome: exit(1, time.Hour), budget: budget(0, 0), want: Decision{Action: Fail}},
+		{
+			name:    "incarnation already counted: restart even with the budget exhausted",
+			outcome: exit(1, 0),
+			budget:  Budget{Max: 1, Used: 1, Restarted: uid, Backoff: 10 * time.Second, MaxBackoff: time.Minute},
+			want:    Decision{Action: Restart},
+		},
+		{
+			name:    "another incarnation was counted: this one is judged on its own",
+			outcome: exit(1, time.Hour),
+			budget:  Budget{Max: 1, Used: 1, Restarted: "incarnation-1", Backoff: 10 * time.Second, MaxBackoff: time.Minute},
+			want:    Decision{Action: Fail},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decide(tc.outcome, tc.budget, t0); got != tc.want {
+				t.Errorf("decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	cases := []struct {
+		backoff, max time.Duration
+		used         int
+		want         time.Duration
+	}{
+		{backoff: 10 * time.Second, max: time.Minute, used: 0, want: 10 * time.Second},
+		{backoff: 10 * time.Second, max: time.Minute, used: 1, want: 20 * time.Second},
+		{backoff: 10 * time.Second, max: time.Minute, used: 2, want: 40 * time.Second},
+		{backoff: 10 * time.Second, max: time.Minute, used: 3, want: time.Minute},   // 80s capped
+		{backoff: 10 * time.Second, max: time.Minute, used: 100, want: time.Minute}, // no overflow
+		{backoff: 10 * time.Second, max: 25 * time.Second, used: 1, want: 20 * time.Second},
+		{backoff: 10 * time.Second, max: 5 * time.Second, used: 0, want: 5 * time.Second}, // cap below the first delay
+		{backoff: 0, max: time.Minute, used: 5, want: 0},
+	}
+	for _, tc := range cases {
+		b := Budget{Used: tc.used, Backoff: tc.backoff, MaxBackoff: tc.max}
+		if got := backoff(b); got != tc.want {
+			t.Errorf("backoff(%s·2^%d, cap %s) = %s, want %s", tc.backoff, tc.used, tc.max, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,672 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// checkStatus checks the placeholder's phase, its driver container's state ("running", "waiting",
+// "terminated"), readiness, and that its message contains each of msg.
+func checkStatus(t *testing.T, p *corev1.Pod, phase corev1.PodPhase, state string, ready bool, msg ...string) {
+	t.Helper()
+	if p.Status.Phase != phase {
+		t.Errorf("placeholder phase = %s, want %s (message %q)", p.Status.Phase, phase, p.Status.Message)
+	}
+	cs := containerStatus(p.Status, contract.DriverContainerName)
+	if cs == nil {
+		t.Fatalf("placeholder has no status for container %s", contract.DriverContainerName)
+	}
+	if s := stateName(cs.State); s != state {
+		t.Errorf("placeholder container state = %s (%+v), want %s", s, cs.State, state)
+	}
+	if c := findCondition(p.Status, corev1.PodReady); cs.Ready != ready || c == nil || c.Status != boolCondition(ready) {
+		t.Errorf("placeholder ready = %v (condition %+v), want %v", cs.Ready, c, ready)
+	}
+	checkNeverScheduled(t, p.Status)
+	for _, m := range msg {
+		if !strings.Contains(p.Status.Message, m) {
+			t.Errorf("placeholder message %q does not contain %q", p.Status.Message, m)
+		}
+	}
+}
+
+func ownedByPlaceholder(t *testing.T, what string, refs []metav1.OwnerReference, p *corev1.Pod) {
+	t.Helper()
+	if len(refs) != 1 || refs[0].Kind != "Pod" || refs[0].APIVersion != "v1" || refs[0].Name != p.Name ||
+		refs[0].UID != p.UID || refs[0].Controller == nil || !*refs[0].Controller {
+		t.Errorf("%s ownerReferences = %+v, want one controller reference to pod %s (%s)", what, refs, p.Name, p.UID)
+	}
+}
+
+// runningCluster is a cluster whose driver runs in S-0 on the Ready node-a since t0+30s, every event so
+// far checked.
+func runningCluster(t *testing.T, annotations map[string]string, metrics *Metrics) *cluster {
+	t.Helper()
+	h := newCluster(t, annotations, metrics)
+	h.reconcile()
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+	h.startIncarnation("node-a")
+	h.setDriverStatus(runningStatus(t0.Add(30 * time.Second)))
+	h.now = t0.Add(time.Minute)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted", "Normal DriverRunning"}, nil)
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true)
+	return h
+}
+
+func TestReconcileConvertsThePlaceholder(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	res := h.reconcile()
+	p := h.placeholder()
+
+	var svc corev1.Service
+	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: p.Namespace, Name: h.names.Service}, &svc); err != nil {
+		t.Fatalf("headless Service: %v", err)
+	}
+	ownedByPlaceholder(t, "Service", svc.OwnerReferences, p)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service clusterIP = %q, want None", svc.Spec.ClusterIP)
+	}
+	s := h.statefulSet()
+	ownedByPlaceholder(t, "StatefulSet", s.OwnerReferences, p)
+	if s.Spec.Replicas == nil || *s.Spec.Replicas != 1 {
+		t.Errorf("StatefulSet replicas = %v, want 1", s.Spec.Replicas)
+	}
+	if s.Spec.ServiceName != h.names.Service {
+		t.Errorf("StatefulSet serviceName = %q, want %q", s.Spec.ServiceName, h.names.Service)
+	}
+	h.expectEvents([]string{"Normal Converted"}, map[string][]string{"Converted": {h.names.StatefulSet, h.names.Service, h.names.DriverPodName()}})
+	checkStatus(t, p, corev1.PodPending, "waiting", false, "waiting for the StatefulSet to create the driver pod")
+	if res.RequeueAfter != 0 {
+		t.Errorf("RequeueAfter = %s with nothing to wait for", res.RequeueAfter)
+	}
+	if len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != contract.GatePlaceholder {
+		t.Errorf("placeholder gates = %+v, want only %s", p.Spec.SchedulingGates, contract.GatePlaceholder)
+	}
+
+	// Again: create-or-get finds everything, nothing is written or announced twice.
+	h.reconcile()
+	h.expectEvents(nil, nil)
+	if again := h.statefulSet(); again.ResourceVersion != s.ResourceVersion || again.UID != s.UID {
+		t.Errorf("StatefulSet rewritten by an idempotent reconcile")
+	}
+	if again := h.placeholder(); again.ResourceVersion != p.ResourceVersion {
+		t.Errorf("placeholder rewritten by an idempotent reconcile: %q", again.Status.Message)
+	}
+}
+
+func TestReconcileWaitsWhileTheNameIsTaken(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	// An S of the same name owned by an earlier P of the same name, which the garbage collector has
+	// not removed yet.
+	stale, err := convert.StatefulSet(h.placeholder(), h.r.Convert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	earlier := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: h.p.Name, UID: "earlier-placeholder-uid", Controller: &yes}
+	stale.OwnerReferences = []metav1.OwnerReference{earlier}
+	if err := h.c.Create(h.ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	res := h.reconcile()
+	h.expectEvents([]string{"Warning NameTaken"}, map[string][]string{"NameTaken": {h.names.StatefulSet}})
+	if res.RequeueAfter <= 0 {
+		t.Error("no requeue while the StatefulSet's name is taken")
+	}
+	if got := h.statefulSet(); len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != earlier.UID {
+		t.Errorf("the earlier owner's StatefulSet was changed: %+v", got.OwnerReferences)
+	}
+	if p := h.placeholder(); p.Status.Phase != corev1.PodPending {
+		t.Errorf("placeholder phase = %s while it waits for the name", p.Status.Phase)
+	}
+}
+
+func TestReconcileMirrorsTheRunningDriver(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted"}, nil)
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+
+	h.startIncarnation("node-a")
+	h.setDriverStatus(pendingStatus())
+	h.reconcile()
+	h.expectEvents(nil, nil)
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, h.p.Namespace+"/"+h.names.DriverPodName(), "node-a")
+
+	h.setDriverStatus(runningStatus(t0.Add(30 * time.Second)))
+	h.reconcile()
+	h.expectEvents([]string{"Normal DriverRunning"}, map[string][]string{"DriverRunning": {h.names.DriverPodName(), "node-a"}})
+	p := h.placeholder()
+	checkStatus(t, p, corev1.PodRunning, "running", true, "the driver runs in pod "+h.p.Namespace+"/"+h.names.DriverPodName()+" on node node-a")
+	if p.Status.StartTime == nil {
+		t.Error("a Running placeholder has no startTime")
+	}
+
+	// Nothing changed: no write, no event.
+	h.reconcile()
+	h.expectEvents(nil, nil)
+	if again := h.placeholder(); again.ResourceVersion != p.ResourceVersion {
+		t.Errorf("placeholder rewritten although nothing changed")
+	}
+}
+
+func TestReconcileWaitsForTheBackoff(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	first := h.driver()
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-4*time.Second)))
+
+	res := h.reconcile()
+	if res.RequeueAfter != 6*time.Second {
+		t.Errorf("RequeueAfter = %s, want the 6s left of the 10s backoff", res.RequeueAfter)
+	}
+	if d := h.driver(); d == nil || d.UID != first.UID || d.DeletionTimestamp != nil {
+		t.Error("the driver pod was deleted before its backoff elapsed")
+	}
+	p := h.placeholder()
+	if _, counted := p.Annotations[contract.AnnotationRestarts]; counted {
+		t.Errorf("restart counted before it was made: %v", p.Annotations)
+	}
+	checkStatus(t, p, corev1.PodRunning, "waiting", false, "exited with code 1", "restarting (restart 1)")
+	if last := containerStatus(p.Status, contract.DriverContainerName).LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
+		t.Errorf("placeholder lastState.terminated = %+v, want exit code 1", last)
+	}
+	// The driver stopped running: no event says it runs (the Restarting event comes with the restart).
+	h.expectEvents(nil, nil)
+}
+
+// TestReconcileRestartsThenFails: max-restarts 1. The first failure makes a new incarnation, the
+// second is final.
+func TestReconcileRestartsThenFails(t *testing.T) {
+	reg, m := newMetrics(t)
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "1"}, m)
+	first := h.driver()
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+
+	h.reconcile()
+	p := h.placeholder()
+	if p.Annotations[contract.AnnotationRestarts] != "1" || p.Annotations[contract.AnnotationRestartedIncarnation] != string(first.UID) {
+		t.Errorf("placeholder annotations = %v, want restarts 1 and restarted-incarnation %s", p.Annotations, first.UID)
+	}
+	if d := h.driver(); d == nil || d.DeletionTimestamp == nil {
+		t.Fatal("the failed incarnation was not deleted")
+	}
+	if len(h.deletes) != 1 || h.deletes[0].uid != first.UID || h.deletes[0].force {
+		t.Errorf("deletions = %+v, want one graceful deletion of %s", h.deletes, first.UID)
+	}
+	h.expectEvents([]string{"Warning Restarting"}, map[string][]string{"Restarting": {"exit", "code 1", "1 of 1"}})
+	checkStatus(t, p, corev1.PodRunning, "waiting", false, "exited with code 1", "restarting (restart 1)")
+	if cs := containerStatus(p.Status, contract.DriverContainerName); cs.RestartCount != 1 {
+		t.Errorf("placeholder restartCount = %d during the first restart, want 1", cs.RestartCount)
+	}
+	if got := counterValue(t, reg, "driverset_driver_restarts_total"); got != 1 {
+		t.Errorf("driverset_driver_restarts_total = %v, want 1", got)
+	}
+
+	// The kubelet stops the old pod; the StatefulSet makes the next incarnation on node-b.
+	h.stopped(h.names.DriverPodName())
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(h.now.Add(20 * time.Second)))
+	h.now = h.now.Add(30 * time.Second)
+	h.reconcile()
+	h.expectEvents([]string{"Normal DriverRunning"}, map[string][]string{"DriverRunning": {"node-b"}})
+	p = h.placeholder()
+	checkStatus(t, p, corev1.PodRunning, "running", true, "node-b")
+	if cs := containerStatus(p.Status, contract.DriverContainerName); cs.RestartCount != 1 {
+		t.Errorf("placeholder restartCount = %d, want 1", cs.RestartCount)
+	}
+
+	// The second incarnation fails too: no restart left.
+	h.now = h.now.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+	deletes := len(h.deletes)
+	h.reconcile()
+	p = h.placeholder()
+	checkStatus(t, p, corev1.PodFailed, "terminated", false, "exited with code 1")
+	if term := containerStatus(p.Status, contract.DriverContainerName).State.Terminated; term.ExitCode != 1 || term.Reason != "Error" {
+		t.Errorf("placeholder terminated = %+v, want exit code 1, reason Error", term)
+	}
+	if s := h.statefulSet(); *s.Spec.Replicas != 0 {
+		t.Errorf("StatefulSet replicas = %d after the final failure, want 0", *s.Spec.Replicas)
+	}
+	if len(h.deletes) != deletes {
+		t.Errorf("the final incarnation was deleted by driverset (%+v); scaling to 0 is the StatefulSet's job", h.deletes[deletes:])
+	}
+	if p.Annotations[contract.AnnotationRestarts] != "1" {
+		t.Errorf("restarts = %q after a failure with none left, want 1", p.Annotations[contract.AnnotationRestarts])
+	}
+	h.expectEvents([]string{"Warning Failed"}, map[string][]string{"Failed": {"exit code 1", "1 restart(s)"}})
+	if got := counterValue(t, reg, "driverset_driver_restarts_total"); got != 1 {
+		t.Errorf("driverset_driver_restarts_total = %v, want 1", got)
+	}
+
+	// Terminal: nothing more happens.
+	h.reconcile()
+	h.expectEvents(nil, nil)
+	if again := h.placeholder(); again.ResourceVersion != p.ResourceVersion {
+		t.Error("a Failed placeholder was written again")
+	}
+}
+
+// TestReconcileRestartedDriverWhileTerminating: between driverset's deletion of a failed incarnation
+// and its kubelet confirming the stop, the old pod still exists (Terminating) with its idle wrap
+// "running". The placeholder must keep saying the driver is restarting, not that it runs.
+func TestReconcileRestartedDriverWhileTerminating(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(3, h.now.Add(-time.Minute)))
+	h.reconcile()
+	h.expectEvents([]string{"Warning Restarting"}, nil)
+	before := h.placeholder()
+
+	// The kubelet has not stopped the old pod yet.
+	if d := h.driver(); d == nil || d.DeletionTimestamp == nil {
+		t.Fatal("the old incarnation should be Terminating")
+	}
+	h.now = h.now.Add(5 * time.Second)
+	h.reconcile()
+	h.expectEvents(nil, nil)
+	p := h.placeholder()
+	checkStatus(t, p, corev1.PodRunning, "waiting", false, "exited with code 3")
+	if p.Annotations[contract.AnnotationRestarts] != before.Annotations[contract.AnnotationRestarts] {
+		t.Errorf("restarts = %q, want it unchanged at %q", p.Annotations[contract.AnnotationRestarts], before.Annotations[contract.AnnotationRestarts])
+	}
+	if _, lost := p.Annotations[contract.AnnotationDriverLost]; lost {
+		t.Errorf("a restart by driverset recorded as a lost driver: %s", p.Annotations[contract.AnnotationDriverLost])
+	}
+}
+
+func TestReconcileSucceeds(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.now = t0.Add(time.Hour)
+	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
+	h.reconcile()
+	p := h.placeholder()
+	checkStatus(t, p, corev1.PodSucceeded, "terminated", false, "exited with code 0")
+	if term := containerStatus(p.Status, contract.DriverContainerName).State.Terminated; term.ExitCode != 0 || term.Reason != "Completed" {
+		t.Errorf("placeholder terminated = %+v, want exit code 0, reason Completed", term)
+	}
+	if s := h.statefulSet(); *s.Spec.Replicas != 0 {
+		t.Errorf("StatefulSet replicas = %d after success, want 0", *s.Spec.Replicas)
+	}
+	if len(h.deletes) != 0 {
+		t.Errorf("deletions %+v after a success", h.deletes)
+	}
+	h.expectEvents([]string{"Normal Completed"}, map[string][]string{"Completed": {h.names.DriverPodName()}})
+
+	// A terminal placeholder only keeps S at 0: someone scales it up and a driver pod runs again.
+	s := h.statefulSet()
+	one := int32(1)
+	s.Spec.Replicas = &one
+	if err := h.c.Update(h.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	h.setDriverStatus(exitedStatus(5, h.now))
+	h.reconcile()
+	if s := h.statefulSet(); *s.Spec.Replicas != 0 {
+		t.Errorf("StatefulSet replicas = %d for a terminal placeholder, want 0", *s.Spec.Replicas)
+	}
+	if again := h.placeholder(); again.ResourceVersion != p.ResourceVersion {
+		t.Errorf("a Succeeded placeholder was written again: %s %q", again.Status.Phase, again.Status.Message)
+	}
+	h.expectEvents(nil, nil)
+	if len(h.deletes) != 0 {
+		t.Errorf("deletions %+v for a terminal placeholder", h.deletes)
+	}
+}
+
+// TestReconcileFencesAfterTheNodeIsLost: fence-after 2m on the driver; its node stops being Ready.
+func TestReconcileFencesAfterTheNodeIsLost(t *testing.T) {
+	reg, m := newMetrics(t)
+	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "2m"}, m)
+	lost := t0.Add(10 * time.Minute)
+	first := h.driver()
+	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+
+	h.now = lost.Add(time.Minute)
+	res := h.reconcile()
+	if res.RequeueAfter != time.Minute {
+		t.Errorf("RequeueAfter = %s, want the 1m left before fencing", res.RequeueAfter)
+	}
+	if d := h.driver(); d == nil || d.DeletionTimestamp != nil || len(h.deletes) != 0 {
+		t.Fatalf("the driver pod was deleted before fence-after: %+v", h.deletes)
+	}
+	p := h.placeholder()
+	rec := lostOf(p)
+	if rec == nil || rec.Pod != first.UID || !rec.Since.Equal(lost) || rec.Cause != CauseNodeLost {
+		t.Errorf("loss record = %+v, want pod %s since %v cause %s", rec, first.UID, lost, CauseNodeLost)
+	}
+	if !strings.Contains(p.Status.Message, "node-a") || !strings.Contains(p.Status.Message, "force-delete") {
+		t.Errorf("placeholder message %q does not tell about the fencing to come", p.Status.Message)
+	}
+	h.expectEvents([]string{"Warning NodeLost"}, map[string][]string{"NodeLost": {"node-a"}})
+
+	// Still before the time: nothing new.
+	h.now = lost.Add(90 * time.Second)
+	if res := h.reconcile(); res.RequeueAfter != 30*time.Second {
+		t.Errorf("RequeueAfter = %s, want 30s", res.RequeueAfter)
+	}
+	h.expectEvents(nil, nil)
+
+	// fence-after elapsed: force-deleted, so the StatefulSet can make the driver elsewhere.
+	h.now = lost.Add(2 * time.Minute)
+	h.reconcile()
+	if d := h.driver(); d != nil {
+		t.Fatalf("driver pod still exists (Terminating: %v) after fencing", d.DeletionTimestamp != nil)
+	}
+	if got := h.forcedDeletions(); strings.Join(got, ",") != "Pod/"+h.names.DriverPodName() {
+		t.Errorf("force-deletions = %v, want only the driver pod", got)
+	}
+	if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != CauseFenced || !rec.Since.Equal(lost) {
+		t.Errorf("loss record = %+v, want cause %s since %v", rec, CauseFenced, lost)
+	}
+	h.expectEvents([]string{"Warning Fenced"}, map[string][]string{"Fenced": {h.names.DriverPodName(), "node-a", "2m0s"}})
+	if got := counterValue(t, reg, "driverset_drivers_fenced_total"); got != 1 {
+		t.Errorf("driverset_drivers_fenced_total = %v, want 1", got)
+	}
+
+	// The next incarnation runs on node-b 150s after the loss: a recovery, measured.
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(lost.Add(150 * time.Second)))
+	h.now = lost.Add(160 * time.Second)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"},
+		map[string][]string{"Recovered": {"node-b", "150.0s", CauseFenced}, "DriverRunning": {"node-b"}})
+	p = h.placeholder()
+	if _, still := p.Annotations[contract.AnnotationDriverLost]; still {
+		t.Errorf("loss record kept after the recovery: %s", p.Annotations[contract.AnnotationDriverLost])
+	}
+	checkStatus(t, p, corev1.PodRunning, "running", true, "node-b")
+	if count, sum := histogram(t, reg, "driverset_driver_recovery_seconds", CauseFenced); count != 1 || sum != 150 {
+		t.Errorf("recovery histogram {cause=%s}: count %d sum %v, want 1 observation of 150s", CauseFenced, count, sum)
+	}
+	if p.Annotations[contract.AnnotationRestarts] != "" {
+		t.Errorf("a node-loss recovery was counted as a restart: %v", p.Annotations)
+	}
+}
+
+// TestReconcileWaitsForTheAdmin: without fence-after the driver on a lost node is kept until the
+// node is confirmed down; each confirmation path is a recovery with its own cause.
+func TestReconcileWaitsForTheAdmin(t *testing.T) {
+	cases := []struct {
+		name    string
+		confirm func(h *cluster) // what the admin (and the controller-manager) do
+		cause   string
+	}{
+		{
+			name: "out-of-service taint",
+			confirm: func(h *cluster) {
+				h.setNode("node-a", corev1.ConditionUnknown, t0.Add(10*time.Minute),
+					corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+			},
+			cause: CauseOutOfService,
+		},
+		{
+			name: "node deleted",
+			confirm: func(h *cluster) {
+				if err := h.c.Delete(h.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}); err != nil {
+					h.t.Fatal(err)
+				}
+			},
+			cause: CauseNodeDeleted,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, m := newMetrics(t)
+			h := runningCluster(t, nil, m)
+			lost := t0.Add(10 * time.Minute)
+			h.setNode("node-a", corev1.ConditionUnknown, lost)
+			for _, after := range []time.Duration{time.Minute, time.Hour, 10 * time.Hour} {
+				h.now = lost.Add(after)
+				if res := h.reconcile(); res.RequeueAfter != 0 {
+					t.Errorf("RequeueAfter = %s without fencing; the Node watch brings the next change", res.RequeueAfter)
+				}
+			}
+			if len(h.deletes) != 0 || h.driver() == nil {
+				t.Fatalf("driverset deleted a driver on a lost node without fence-after: %+v", h.deletes)
+			}
+			h.expectEvents([]string{"Warning NodeLost"},
+				map[string][]string{"NodeLost": {"kubectl delete node node-a", TaintOutOfService}})
+			checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true, "kubectl delete node node-a")
+
+			tc.confirm(h)
+			h.deletes = nil
+			h.reconcile()
+			if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != tc.cause || !rec.Since.Equal(lost) {
+				t.Errorf("loss record = %+v, want cause %s since %v", rec, tc.cause, lost)
+			}
+			if len(h.deletes) != 0 {
+				t.Errorf("driverset deleted %+v; the controller-manager does", h.deletes)
+			}
+			// The controller-manager (taint eviction or pod GC) force-deletes S-0; the StatefulSet makes it again.
+			if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
+				t.Fatal(err)
+			}
+			h.setNode("node-b", corev1.ConditionTrue, t0)
+			h.startIncarnation("node-b")
+			h.setDriverStatus(runningStatus(lost.Add(11 * time.Hour)))
+			h.now = lost.Add(11 * time.Hour)
+			h.reconcile()
+			h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"}, map[string][]string{"Recovered": {tc.cause}})
+			if count, sum := histogram(t, reg, "driverset_driver_recovery_seconds", tc.cause); count != 1 || sum != 11*3600 {
+				t.Errorf("recovery histogram {cause=%s}: count %d sum %v, want one of 39600s", tc.cause, count, sum)
+			}
+		})
+	}
+}
+
+// TestReconcileLostNodeDriverIsNotReady: the node lifecycle controller marks the pods of a lost node
+// not Ready (the PodReady condition; the container statuses keep the kubelet's last report). The
+// placeholder must not read 1/1 Ready for a driver nobody can reach.
+func TestReconcileLostNodeDriverIsNotReady(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionUnknown, lost)
+	st := runningStatus(t0.Add(30 * time.Second))
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == corev1.PodReady {
+			st.Conditions[i].Status = corev1.ConditionFalse
+			st.Conditions[i].Reason = "NodeNotReady"
+			st.Conditions[i].LastTransitionTime = metav1.NewTime(lost.Add(40 * time.Second))
+		}
+	}
+	h.setDriverStatus(st)
+	h.now = lost.Add(time.Minute)
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", false, "node-a")
+}
+
+// TestReconcileNodeBackClearsTheLoss: a node that comes back Ready with the driver still running
+// in the same pod ends the loss. A later process-failure restart is not a node-loss recovery.
+func TestReconcileNodeBackClearsTheLoss(t *testing.T) {
+	reg, m := newMetrics(t)
+	h := runningCluster(t, nil, m)
+	h.setNode("node-a", corev1.ConditionUnknown, t0.Add(10*time.Minute))
+	h.now = t0.Add(11 * time.Minute)
+	h.reconcile()
+	h.expectEvents([]string{"Warning NodeLost"}, nil)
+
+	h.setNode("node-a", corev1.ConditionTrue, t0.Add(12*time.Minute))
+	h.now = t0.Add(12 * time.Minute)
+	h.reconcile()
+	if rec := lostOf(h.placeholder()); rec != nil {
+		t.Errorf("loss record %+v kept after the node came back with the driver still running", rec)
+	}
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true, "node-a")
+	h.expectEvents(nil, nil)
+
+	// A day later the driver fails and is restarted.
+	h.now = t0.Add(24 * time.Hour)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+	h.reconcile()
+	h.stopped(h.names.DriverPodName())
+	h.startIncarnation("node-a")
+	h.setDriverStatus(runningStatus(h.now.Add(10 * time.Second)))
+	h.now = h.now.Add(20 * time.Second)
+	h.reconcile()
+	h.expectEvents([]string{"Warning Restarting", "Normal DriverRunning"}, nil)
+	for _, cause := range []string{CauseNodeLost, CauseFenced, CauseOutOfService, CauseNodeDeleted, CausePodDeleted} {
+		if count, _ := histogram(t, reg, "driverset_driver_recovery_seconds", cause); count != 0 {
+			t.Errorf("a process-failure restart was measured as a recovery from %s", cause)
+		}
+	}
+}
+
+// TestReconcileClearsStaleExecutors: a new incarnation, gated while executors of an earlier one
+// exist; driverset deletes them (force-deleting those stuck on a lost node) and then lifts the gate.
+func TestReconcileClearsStaleExecutors(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted"}, nil)
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+	h.setNode("node-dead", corev1.ConditionUnknown, t0)
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	const oldDriver = types.UID("5d1f0c8e-old-incarnation")
+
+	executor := func(name, appID string, owner types.UID, node string, terminating bool) {
+		t.Helper()
+		yes := true
+		e := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: h.p.Namespace,
+				Labels: map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: owner, Controller: &yes,
+				}},
+			},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
+		}
+		if err := h.c.Create(h.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if terminating {
+			if err := h.c.Delete(h.ctx, e); err != nil { // graceful: stays Terminating on its node
+				t.Fatal(err)
+			}
+		}
+	}
+	executor("pi-exec-1", app, oldDriver, "node-a", false)
+	executor("pi-exec-2", app, oldDriver, "node-dead", true) // no kubelet will confirm its end
+	executor("pi-exec-3", app, oldDriver, "node-a", true)    // its kubelet is stopping it
+	executor("other-exec-1", "spark-0000000000000000000000000000other", oldDriver, "node-a", false)
+	h.deletes = nil
+
+	d := h.startIncarnation("", contract.GateStaleExecutors)
+	executor("pi-exec-9", app, d.UID, "node-a", false) // (cannot exist while gated, but is never stale)
+	h.setDriverStatus(pendingStatus())
+
+	res := h.reconcile()
+	if res.RequeueAfter <= 0 {
+		t.Error("no requeue while stale executors remain")
+	}
+	if !hasGate(h.driver(), contract.GateStaleExecutors) {
+		t.Fatal("gate lifted while stale executors remain")
+	}
+	deleted := map[string]deletion{}
+	for _, del := range h.deletes {
+		deleted[del.name] = del
+	}
+	if del, ok := deleted["pi-exec-1"]; !ok || del.force {
+		t.Errorf("pi-exec-1: deletion %+v, want a graceful one", del)
+	}
+	if del, ok := deleted["pi-exec-2"]; !ok || !del.force {
+		t.Errorf("pi-exec-2 (Terminating on a lost node): deletion %+v, want a force-deletion", del)
+	}
+	for _, name := range []string{"pi-exec-3", "other-exec-1", "pi-exec-9"} {
+		if del, ok := deleted[name]; ok {
+			t.Errorf("%s deleted (%+v)", name, del)
+		}
+	}
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "3 executor(s)")
+	h.expectEvents(nil, nil)
+
+	// The kubelet of node-a finishes; none of the earlier executors remain.
+	h.stopped("pi-exec-1")
+	h.stopped("pi-exec-3")
+	h.reconcile()
+	if d := h.driver(); hasGate(d, contract.GateStaleExecutors) || len(d.Spec.SchedulingGates) != 0 {
+		t.Errorf("driver pod gates = %+v, want none", d.Spec.SchedulingGates)
+	}
+	h.expectEvents([]string{"Normal ExecutorsCleared"}, map[string][]string{"ExecutorsCleared": {h.names.DriverPodName()}})
+	var other corev1.Pod
+	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.p.Namespace, Name: "other-exec-1"}, &other); err != nil {
+		t.Errorf("another app's executor: %v", err)
+	}
+}
+
+func TestReconcileIgnoresOtherPods(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	// A pod that is not a placeholder (the driver pod S-0, an executor, any pod) and a pod that is
+	// gone get nothing.
+	plain := sparkDriverPod(t, nil)
+	plain.Name, plain.UID = "plain-driver", "plain-uid"
+	if err := h.c.Create(h.ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"plain-driver", "does-not-exist"} {
+		h.p.Name = name
+		h.reconcile()
+	}
+	h.expectEvents(nil, nil)
+	var sets appsv1.StatefulSetList
+	if err := h.c.List(h.ctx, &sets); err != nil || len(sets.Items) != 0 {
+		t.Errorf("StatefulSets %v (%v) for pods that are not placeholders", sets.Items, err)
+	}
+}
+
+// TestReconcileFinalStatusSurvivesAFailedWrite: the driver succeeded, but writing the placeholder's
+// status fails once (a conflict). The StatefulSet controller deletes S-0 as soon as S is scaled to
+// 0, and a pod being deleted has no outcome: if S was scaled before the status was written, the
+// retry no longer sees the exit and spark-submit waits forever.
+func TestReconcileFinalStatusSurvivesAFailedWrite(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.now = t0.Add(time.Hour)
+	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
+	failed := false
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if obj.GetName() == h.p.Name && !failed {
+				failed = true
+				return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, obj.GetName(), errors.New("the object has been modified"))
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	if _, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p}); err == nil {
+		t.Fatal("Reconcile hid the failed status write")
+	}
+	// The StatefulSet controller acts on what it sees.
+	if s := h.statefulSet(); *s.Spec.Replicas == 0 {
+		if err := h.c.Delete(h.ctx, h.driver()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.reconcile()
+	p := h.placeholder()
+	checkStatus(t, p, corev1.PodSucceeded, "terminated", false, "exited with code 0")
+	if s := h.statefulSet(); *s.Spec.Replicas != 0 {
+		t.Errorf("StatefulSet replicas = %d after success, want 0", *s.Spec.Replicas)
+	}
+	h.expectEvents([]string{"Normal Completed"}, nil)
+}

@@ -1,0 +1,234 @@
+//go:build testbed
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/sparksim"
+)
+
+// Flow step 3: executors find the driver at its stable name and die with its incarnation;
+// another app's executors are left as Spark made them.
+func TestExecutorsFollowTheStableName(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "stable"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := drv.RequestExecutors(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("spark://CoarseGrainedScheduler@%s:7078", names.DriverHost(ns))
+	for _, e := range execs {
+		if got := envOf(e, contract.EnvDriverURL); got != want {
+			t.Errorf("executor %s: %s=%q, want %q", e.Name, contract.EnvDriverURL, got, want)
+		}
+		if !ownedBy(e, d0) || e.Labels[contract.LabelDriver] != names.StatefulSet {
+			t.Errorf("executor %s: owners %v, labels %v; want owned by %s and labelled", e.Name, e.OwnerReferences, e.Labels, d0.Name)
+		}
+	}
+
+	other := app(ns, "bare")
+	other.DriverLabels = nil
+	s2 := submit(t, other)
+	bare := waitPodRunning(t, ns, s2.plan.DriverPodName)
+	drv2, err := sparksim.StartDriver(ctx, kube(), ns, bare.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs2, err := drv2.RequestExecutors(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBare := fmt.Sprintf("spark://CoarseGrainedScheduler@%s:7078", drv2.Conf()["spark.driver.host"])
+	if e := execs2[0]; envOf(e, contract.EnvDriverURL) != wantBare || e.Labels[contract.LabelDriver] != "" || !ownedBy(e, bare) {
+		t.Errorf("another app's executor was changed: url %q, labels %v, owners %v", envOf(e, contract.EnvDriverURL), e.Labels, e.OwnerReferences)
+	}
+}
+
+// Node object deleted under a running driver (autoscaler, node repair).
+func TestDriverRecoversWhenItsNodeIsDeleted(t *testing.T) {
+	recoverFromNodeLoss(t, "node-deleted", 3*time.Minute, func(ctx context.Context, node string) error {
+		return bed.cluster.DeleteNode(ctx, node)
+	})
+}
+
+// A dead node confirmed by an admin with the out-of-service taint: recovery within seconds.
+func TestDriverRecoversAfterOutOfServiceTaint(t *testing.T) {
+	recoverFromNodeLoss(t, "out-of-service", 2*time.Minute, func(ctx context.Context, node string) error {
+		if err := bed.cluster.KillNode(ctx, node); err != nil {
+			return err
+		}
+		if err := waitNodeCondition(ctx, node, corev1.ConditionTrue, false); err != nil {
+			return err
+		}
+		return bed.cluster.TaintOutOfService(ctx, node)
+	})
+}
+
+// recoverFromNodeLoss runs an app, loses its driver's node with lose, and checks the recovery:
+// a new incarnation runs on another node, the driver starts again there with the same app id,
+// and no executor of the old incarnation exists when the new one makes its own.
+func recoverFromNodeLoss(t *testing.T, cause string, within time.Duration, lose func(ctx context.Context, node string) error) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "recover"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drv.RequestExecutors(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	node := d0.Spec.NodeName
+	replaceNode(t, node)
+
+	start := time.Now()
+	if err := lose(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	d1 := runningDriverWithin(t, within, ns, names, string(d0.UID))
+	t.Logf("recovered (%s): new driver pod %s on %s, %.1fs after the node was lost", cause, short(d1.UID), d1.Spec.NodeName, time.Since(start).Seconds())
+	if d1.Spec.NodeName == node {
+		t.Errorf("the new driver runs on the lost node %s", node)
+	}
+	for _, e := range executorsOf(t, ns, drv.AppID()) {
+		if ref := metav1.GetControllerOf(&e); ref == nil || ref.UID != d1.UID {
+			t.Errorf("executor %s of an earlier incarnation still exists when the new driver starts", e.Name)
+		}
+	}
+	drv1, err := sparksim.StartDriver(ctx, kube(), ns, d1.Name)
+	if err != nil {
+		t.Fatalf("the driver did not start again in %s: %v", d1.Name, err)
+	}
+	if drv1.AppID() != drv.AppID() {
+		t.Errorf("app id after recovery %s, want %s", drv1.AppID(), drv.AppID())
+	}
+	execs, err := drv1.RequestExecutors(ctx, 2)
+	if err != nil {
+		t.Fatalf("the recovered driver could not make executors: %v", err)
+	}
+	for _, e := range execs {
+		if !ownedBy(e, d1) {
+			t.Errorf("new executor %s not owned by the new incarnation", e.Name)
+		}
+	}
+	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "NodeLost", "Recovered")
+}
+
+// A node that dies silently: by default the old driver pod is kept (Terminating) and no second
+// driver starts, and the placeholder says why and what an admin can do. With fence-after, the
+// driver is force-deleted once its node has been lost that long, and recovers elsewhere.
+func TestDriverOnADeadNodeIsKeptUnlessFenced(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+
+	kept := submit(t, app(ns, "kept"))
+	fenced := app(ns, "fenced")
+	fenced.DriverAnnotations = map[string]string{contract.AnnotationFenceAfter: "30s"}
+	f := submit(t, fenced)
+	keptNames, fencedNames := contract.NamesFor(kept.plan.DriverPodName), contract.NamesFor(f.plan.DriverPodName)
+	k0 := runningDriver(t, ns, keptNames, "")
+	f0 := runningDriver(t, ns, fencedNames, "")
+
+	start := time.Now()
+	for _, node := range unique(k0.Spec.NodeName, f0.Spec.NodeName) {
+		replaceNode(t, node)
+		if err := bed.cluster.KillNode(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), node) })
+	}
+
+	f1 := runningDriverWithin(t, 2*time.Minute, ns, fencedNames, string(f0.UID))
+	took := time.Since(start)
+	t.Logf("fenced driver recovered on %s %.1fs after its node died (fence-after 30s)", f1.Spec.NodeName, took.Seconds())
+	if took < 30*time.Second {
+		t.Errorf("the driver was fenced after %s, before fence-after 30s", took)
+	}
+	expectEvents(t, getPod(t, ns, f.plan.DriverPodName), "NodeLost", "Fenced", "Recovered")
+
+	// By now the kept driver's node has been dead as long; its pod must still be the only one.
+	waitFor(t, time.Minute, "the kept driver pod evicted and Terminating", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, keptNames.DriverPodName(), metav1.GetOptions{})
+		return err == nil && p.UID == k0.UID && p.DeletionTimestamp != nil, nil
+	})
+	time.Sleep(10 * time.Second)
+	if p := getPod(t, ns, keptNames.DriverPodName()); p.UID != k0.UID {
+		t.Fatalf("a second driver %s was started while the first one's node was only unreachable", p.UID)
+	}
+	p := getPod(t, ns, kept.plan.DriverPodName)
+	for _, want := range []string{k0.Spec.NodeName, "kubectl delete node", contract.AnnotationFenceAfter, "out-of-service"} {
+		if !strings.Contains(p.Status.Message, want) {
+			t.Errorf("placeholder status message %q does not mention %q", p.Status.Message, want)
+		}
+	}
+	expectEvents(t, p, "NodeLost")
+}
+
+// replaceNode adds a fresh node, so that losing node leaves the test bed its capacity.
+func replaceNode(t *testing.T, node string) {
+	t.Helper()
+	name := fmt.Sprintf("kwok-spare-%d", time.Now().UnixNano()%1_000_000)
+	if err := bed.cluster.AddNode(context.Background(), name); err != nil {
+		t.Fatalf("add a node to replace %s: %v", node, err)
+	}
+}
+
+func waitPodRunning(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	waitFor(t, time.Minute, "pod "+name+" Running", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		pod = p
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	return pod
+}
+
+func executorsOf(t *testing.T, ns, appID string) []corev1.Pod {
+	t.Helper()
+	list, err := kube().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: contract.LabelSparkAppSelector + "=" + appID + "," + contract.LabelSparkRole + "=" + contract.RoleExecutor,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func envOf(p *corev1.Pod, name string) string {
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+func unique(a, b string) []string {
+	if a == b {
+		return []string{a}
+	}
+	return []string{a, b}
+}
+
+func short[T ~string](uid T) string { return string(uid)[:8] }

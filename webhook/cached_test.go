@@ -1,0 +1,388 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driverset/driverset/contract"
+)
+
+func loadPod(t testing.TB, path string) *corev1.Pod {
+	t.Helper()
+	y, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(y, p); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
+}
+
+var errCacheDown = errors.New("informer cache is not synced")
+
+// failing makes every Get of a pod named name (every Get, when name is "") and every List fail.
+func failing(name string) func(*fake.ClientBuilder) {
+	return func(b *fake.ClientBuilder) {
+		b.WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if name == "" || key.Name == name {
+					return errCacheDown
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+				return errCacheDown
+			},
+		})
+	}
+}
+
+// withPods adds pods to the cache.
+func withPods(pods ...*corev1.Pod) func(*fake.ClientBuilder) {
+	return func(b *fake.ClientBuilder) {
+		for _, p := range pods {
+			b.WithObjects(p)
+		}
+	}
+}
+
+type verdict int
+
+const (
+	unchanged  verdict = iota // allowed, no patch
+	patchedOK                 // allowed, with a patch
+	refusedErr                // not allowed, an error code
+)
+
+// TestExecutorDecides covers what the golden cases do not: lookups that fail (never a refusal),
+// and owners that only look like a driverset driver.
+func TestExecutorDecides(t *testing.T) {
+	cache := filepath.Join("testdata", "executor", "cache.yaml")
+	byPlaceholder := func() *corev1.Pod {
+		return loadPod(t, filepath.Join("testdata", "executor", "spark-3.5-owned-by-placeholder.pod.yaml"))
+	}
+	cases := []struct {
+		name    string
+		nilRead bool
+		cache   []func(*fake.ClientBuilder)
+		pod     func(*corev1.Pod)
+		want    verdict
+		message string // part of the result's message
+		warning string // part of the one warning; "" = no warning
+	}{
+		{name: "the control: pointed at S-0", want: patchedOK, message: "pointed at driver pod spark-pi-8e3c5a1f0b7d2e49-driver-0"},
+		{name: "the cache fails on the owner: allowed unchanged, warned", cache: []func(*fake.ClientBuilder){failing("")},
+			want: unchanged, message: "could not be looked up", warning: errCacheDown.Error()},
+		{name: "the cache fails on S-0: allowed unchanged, warned", cache: []func(*fake.ClientBuilder){failing("spark-pi-8e3c5a1f0b7d2e49-driver-0")},
+			want: unchanged, message: "pod spark-pi-8e3c5a1f0b7d2e49-driver-0, the driver of placeholder spark-pi-8e3c5a1f0b7d2e49-driver, could not be looked up",
+			warning: errCacheDown.Error()},
+		{name: "no cache at all: allowed unchanged, warned", nilRead: true, want: unchanged, warning: "no cache reader"},
+		{name: "not an executor", pod: func(p *corev1.Pod) { p.Labels[contract.LabelSparkRole] = contract.RoleDriver },
+			want: unchanged, message: "not a Spark executor pod"},
+		{name: "no spark-role", pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelSparkRole) },
+			want: unchanged, message: "not a Spark executor pod"},
+		{name: "the driver label, even empty", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "" },
+			want: unchanged, message: "already run by driverset"},
+		{name: "controlled by a ReplicaSet", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].APIVersion, p.OwnerReferences[0].Kind = "apps/v1", "ReplicaSet"
+		}, want: unchanged, message: "not owned by a driver pod"},
+		{name: "a non-controller reference to the placeholder is no owner", pod: func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil },
+			want: unchanged, message: "not owned by a driver pod"},
+		{name: "owned by a driverset executor, not a driver", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "spark-pi-8e3c5a1f0b7d2e49-exec-7", "uid-exec-7"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "spark-pi-8e3c5a1f0b7d2e49-exec-7", Namespace: "analytics", UID: "uid-exec-7",
+			Labels: map[string]string{contract.LabelDriver: "spark-pi-8e3c5a1f0b7d2e49-driver", contract.LabelSparkRole: contract.RoleExecutor},
+		}})}, want: unchanged, message: "is not run by driverset"},
+		{name: "a placeholder label with another value is no placeholder", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "odd-driver", "uid-odd"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "odd-driver", Namespace: "analytics", UID: "uid-odd",
+			Labels: map[string]string{contract.LabelPlaceholder: "yes", contract.LabelSparkRole: contract.RoleDriver},
+		}})}, want: unchanged, message: "is not run by driverset"},
+		{name: "the placeholder's <name>-0 is not driverset's driver pod", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "twin-driver", "uid-twin"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "twin-driver", Namespace: "analytics", UID: "uid-twin",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "twin-driver-0", Namespace: "analytics", UID: "uid-twin-0",
+				Labels: map[string]string{contract.LabelDriver: "someone-else", contract.LabelSparkRole: contract.RoleDriver}}},
+		)}, want: unchanged, message: "pod twin-driver-0 is not the driver pod of placeholder twin-driver"},
+		{name: "S-0 in the cache without a UID: convert refuses, allowed unchanged, warned", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "nouid-driver", "uid-nouid"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nouid-driver", Namespace: "analytics", UID: "uid-nouid",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nouid-driver-0", Namespace: "analytics",
+				Labels: map[string]string{contract.LabelDriver: "nouid-driver", contract.LabelSparkRole: contract.RoleDriver}}},
+		)}, want: unchanged, message: "left as Spark made it", warning: "is not persisted"},
+		{name: "an unparsable URL: tied to S-0, the URL left, warned", pod: func(p *corev1.Pod) {
+			for i, e := range p.Spec.Containers[0].Env {
+				if e.Name == contract.EnvDriverURL {
+					p.Spec.Containers[0].Env[i].Value = "driver-svc:7078"
+				}
+			}
+		}, want: patchedOK, message: "owned by driver pod spark-pi-8e3c5a1f0b7d2e49-driver-0", warning: `"driver-svc:7078" is not spark://`},
+		{name: "the namespace comes from the request when the pod has none", pod: func(p *corev1.Pod) { p.Namespace = "" },
+			want: patchedOK, message: "analytics.svc"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := byPlaceholder()
+			req := createRequest(encode(t, pod), false) // the request keeps the namespace
+			if tc.pod != nil {
+				tc.pod(pod)
+				req.Object.Raw = encode(t, pod)
+			}
+			x := &Executor{}
+			if !tc.nilRead {
+				x.Reader = cacheFrom(t, cache, tc.cache...)
+			}
+			resp := x.Handle(context.Background(), req)
+			checkVerdict(t, resp, tc.want, tc.message)
+			checkWarning(t, resp, tc.warning)
+		})
+	}
+}
+
+// TestIncarnationDecides: the cases around the golden ones. The cache failing refuses the pod
+// (its webhook fails closed; the StatefulSet controller retries).
+func TestIncarnationDecides(t *testing.T) {
+	cache := filepath.Join("testdata", "incarnation", "cache.yaml")
+	cases := []struct {
+		name    string
+		nilRead bool
+		cache   []func(*fake.ClientBuilder)
+		pod     func(*corev1.Pod)
+		want    verdict
+		message string
+	}{
+		{name: "the control: held", want: patchedOK, message: "held by scheduling gate driverset.dev/stale-executors"},
+		{name: "the cache fails: refused, to be retried", cache: []func(*fake.ClientBuilder){failing("")},
+			want: refusedErr, message: "could not look up the executors of app spark-8f2c1d4e6a7b4c9d8e0f1a2b3c4d5e6f: " + errCacheDown.Error()},
+		{name: "no cache: refused, to be retried", nilRead: true, want: refusedErr, message: "no cache"},
+		{name: "an executor pod", pod: func(p *corev1.Pod) { p.Labels[contract.LabelSparkRole] = contract.RoleExecutor },
+			want: unchanged, message: "not a Spark driver pod"},
+		{name: "the driver label empty", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "" },
+			want: unchanged, message: "not a driver pod run by driverset"},
+		{name: "no app id", pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelSparkAppSelector) },
+			want: unchanged, message: "no spark-app-selector label"},
+		{name: "already held (a reinvocation): nothing more", pod: func(p *corev1.Pod) {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: contract.GateStaleExecutors}}
+		}, want: unchanged, message: "held by scheduling gate"},
+		{name: "bound to a node: cannot be held, admitted", pod: func(p *corev1.Pod) { p.Spec.NodeName = "node-1" },
+			want: unchanged, message: "bound to node node-1, so it cannot be held"},
+		{name: "the namespace comes from the request when the pod has none", pod: func(p *corev1.Pod) { p.Namespace = "" },
+			want: patchedOK, message: "held by scheduling gate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := loadPod(t, filepath.Join("testdata", "incarnation", "spark-3.5-stale-executors.pod.yaml"))
+			req := createRequest(encode(t, pod), false)
+			if tc.pod != nil {
+				tc.pod(pod)
+				req.Object.Raw = encode(t, pod)
+			}
+			n := &Incarnation{}
+			if !tc.nilRead {
+				n.Reader = cacheFrom(t, cache, tc.cache...)
+			}
+			checkVerdict(t, n.Handle(context.Background(), req), tc.want, tc.message)
+		})
+	}
+}
+
+// TestHoldIncarnation is the incarnation decision alone: the gate once, whenever an executor of
+// the app exists, whatever state it is in.
+func TestHoldIncarnation(t *testing.T) {
+	exec := func(name string, mutate func(*corev1.Pod)) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if mutate != nil {
+			mutate(&p)
+		}
+		return p
+	}
+	now := metav1.Now()
+	cases := []struct {
+		name      string
+		gates     []string // the pod's gates before
+		nodeName  string
+		executors []corev1.Pod
+		wantGates []string
+		message   string
+	}{
+		{name: "no executors: not held", message: "no executors of an earlier incarnation"},
+		{name: "one running executor: held", executors: []corev1.Pod{exec("pi-exec-1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })},
+			wantGates: []string{contract.GateStaleExecutors}, message: "1 executor pod(s) of an earlier incarnation still exist (pi-exec-1)"},
+		{name: "a failed executor counts: the new driver would see it as a failure",
+			executors: []corev1.Pod{exec("pi-exec-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })},
+			wantGates: []string{contract.GateStaleExecutors}, message: "(pi-exec-2)"},
+		{name: "a terminating executor counts: it still exists",
+			executors: []corev1.Pod{exec("pi-exec-3", func(p *corev1.Pod) { p.DeletionTimestamp = &now })},
+			wantGates: []string{contract.GateStaleExecutors}, message: "(pi-exec-3)"},
+		{name: "many executors: a few named, sorted, the rest counted",
+			executors: []corev1.Pod{exec("pi-exec-5", nil), exec("pi-exec-1", nil), exec("pi-exec-4", nil), exec("pi-exec-2", nil), exec("pi-exec-3", nil)},
+			wantGates: []string{contract.GateStaleExecutors}, message: "5 executor pod(s) of an earlier incarnation still exist (pi-exec-1, pi-exec-2, pi-exec-3 and 2 more)"},
+		{name: "already held: the gate once", gates: []string{contract.GateStaleExecutors}, executors: []corev1.Pod{exec("pi-exec-1", nil)},
+			wantGates: []string{contract.GateStaleExecutors}, message: "held by scheduling gate"},
+		{name: "held, executors gone meanwhile: the gate stays for the controller to lift", gates: []string{contract.GateStaleExecutors},
+			wantGates: []string{contract.GateStaleExecutors}, message: "already held"},
+		{name: "another gate stays first", gates: []string{"example.com/other"}, executors: []corev1.Pod{exec("pi-exec-1", nil)},
+			wantGates: []string{"example.com/other", contract.GateStaleExecutors}, message: "held"},
+		{name: "bound to a node: cannot take a gate", nodeName: "node-1", executors: []corev1.Pod{exec("pi-exec-1", nil)},
+			message: "bound to node node-1, so it cannot be held although 1 executor pod(s)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: tc.nodeName}}
+			for _, g := range tc.gates {
+				pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+			}
+			msg := HoldIncarnation(pod, tc.executors)
+			var got []string
+			for _, g := range pod.Spec.SchedulingGates {
+				got = append(got, g.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantGates, ",") {
+				t.Errorf("gates %v, want %v", got, tc.wantGates)
+			}
+			if !strings.Contains(msg, tc.message) {
+				t.Errorf("message %q, want one containing %q", msg, tc.message)
+			}
+			if again := HoldIncarnation(pod, tc.executors); again != msg || len(pod.Spec.SchedulingGates) != len(got) {
+				t.Errorf("second call: %q with gates %v, want %q and no new gate", again, pod.Spec.SchedulingGates, msg)
+			}
+		})
+	}
+}
+
+// TestCachedHandlersRequests: requests that are not a well-formed pod CREATE get a proper answer
+// from both handlers, never a panic and never a lookup.
+func TestCachedHandlersRequests(t *testing.T) {
+	handlers := map[string]func(client.Reader) admission.Handler{
+		"executor":    func(r client.Reader) admission.Handler { return &Executor{Reader: r} },
+		"incarnation": func(r client.Reader) admission.Handler { return &Incarnation{Reader: r} },
+	}
+	goodPods := map[string]string{
+		"executor":    filepath.Join("testdata", "executor", "spark-3.5-owned-by-placeholder.pod.yaml"),
+		"incarnation": filepath.Join("testdata", "incarnation", "spark-3.5-stale-executors.pod.yaml"),
+	}
+	cases := []struct {
+		name    string
+		req     func(r admission.Request) admission.Request
+		allowed bool
+		code    int32
+		message string
+		// badPod: the pod cannot be decoded. The incarnation handler answers 400; the executor
+		// handler allows it unchanged with a warning, since an executor is never refused.
+		badPod bool
+	}{
+		{name: "DELETE", req: func(r admission.Request) admission.Request {
+			r.Operation, r.OldObject, r.Object = admissionv1.Delete, r.Object, runtime.RawExtension{}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "on CREATE only, not on DELETE"},
+		{name: "UPDATE", req: func(r admission.Request) admission.Request {
+			r.Operation = admissionv1.Update
+			return r
+		}, allowed: true, code: http.StatusOK, message: "not on UPDATE"},
+		{name: "wrong kind", req: func(r admission.Request) admission.Request {
+			r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "v1 Pods only, not /v1, Kind=ConfigMap configmaps"},
+		{name: "pod subresource", req: func(r admission.Request) admission.Request {
+			r.SubResource = "ephemeralcontainers"
+			return r
+		}, allowed: true, code: http.StatusOK, message: "pods/ephemeralcontainers"},
+		{name: "no object", req: func(r admission.Request) admission.Request {
+			r.Object = runtime.RawExtension{}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "no pod"},
+		{name: "malformed JSON", req: func(r admission.Request) admission.Request {
+			r.Object.Raw = []byte(`{"metadata": {"labels": ["not", "a", "map"]}}`)
+			return r
+		}, badPod: true},
+		{name: "truncated JSON", req: func(r admission.Request) admission.Request {
+			r.Object.Raw = r.Object.Raw[:len(r.Object.Raw)/2]
+			return r
+		}, badPod: true},
+		{name: "not JSON at all", req: func(r admission.Request) admission.Request {
+			r.Object.Raw = []byte("\x00\x01protobuf?")
+			return r
+		}, badPod: true},
+	}
+	for hname, handler := range handlers {
+		good := readPodJSON(t, goodPods[hname])
+		for _, tc := range cases {
+			t.Run(hname+"/"+tc.name, func(t *testing.T) {
+				// A cache that fails every lookup: none may happen before the request is understood.
+				h := handler(cacheFrom(t, filepath.Join("testdata", hname, "cache.yaml"), failing("")))
+				resp := h.Handle(context.Background(), tc.req(createRequest(good, false)))
+				allowed, code, message, warning := tc.allowed, tc.code, tc.message, ""
+				switch {
+				case tc.badPod && hname == "executor":
+					allowed, code, message, warning = true, http.StatusOK, "left as Spark made it", "could not decode the pod"
+				case tc.badPod:
+					code, message = http.StatusBadRequest, "could not decode the pod"
+				}
+				if resp.Allowed != allowed || resp.Result == nil || resp.Result.Code != code ||
+					!strings.Contains(resp.Result.Message, message) || len(resp.Patches) != 0 {
+					t.Errorf("got allowed=%v result=%+v patches=%v, want allowed=%v code %d message containing %q",
+						resp.Allowed, resp.Result, resp.Patches, allowed, code, message)
+				}
+				checkWarning(t, resp, warning)
+			})
+		}
+	}
+}
+
+func checkVerdict(t *testing.T, resp admission.Response, want verdict, message string) {
+	t.Helper()
+	if resp.Result == nil || !strings.Contains(resp.Result.Message, message) {
+		t.Errorf("result %+v, want a message containing %q", resp.Result, message)
+	}
+	switch want {
+	case unchanged:
+		if !resp.Allowed || len(resp.Patches) != 0 || resp.PatchType != nil {
+			t.Errorf("allowed=%v patches=%v, want allowed unchanged", resp.Allowed, resp.Patches)
+		}
+	case patchedOK:
+		if !resp.Allowed || len(resp.Patches) == 0 {
+			t.Errorf("allowed=%v patches=%v, want allowed with a patch", resp.Allowed, resp.Patches)
+		}
+	case refusedErr:
+		if resp.Allowed || len(resp.Patches) != 0 || resp.Result == nil || resp.Result.Code != http.StatusInternalServerError {
+			t.Errorf("allowed=%v result=%+v, want refused with 500", resp.Allowed, resp.Result)
+		}
+	}
+}
+
+func checkWarning(t *testing.T, resp admission.Response, warning string) {
+	t.Helper()
+	if warning == "" {
+		if len(resp.Warnings) != 0 {
+			t.Errorf("warnings %v, want none", resp.Warnings)
+		}
+		return
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], warning) {
+		t.Errorf("warnings %v, want one containing %q", resp.Warnings, warning)
+	}
+}

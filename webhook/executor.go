@@ -1,0 +1,156 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// ExecutorPath serves the webhook entry that selects executor pods without driverset's driver label.
+const ExecutorPath = "/mutate-executor"
+
+// Executor points the executors of a driver that driverset runs at that driver's stable name and
+// ties them to the live driver pod (DESIGN flow step 3, convert.Executor). Every other pod is
+// allowed unchanged.
+//
+// Its webhook entry fails open (failurePolicy Ignore), and so does the handler: an executor left
+// as Spark made it still reaches the driver through Spark's own Service, so nothing here ever
+// refuses an executor. A lookup that fails is answered "allowed, unchanged" with a warning.
+type Executor struct {
+	// Reader is the informer cache that holds Spark's pods (spark-role driver and executor). It is
+	// never a live client: an executor burst must not become a burst of API calls.
+	Reader client.Reader
+}
+
+var _ admission.Handler = (*Executor)(nil)
+
+// Handle implements admission.Handler. It never refuses: an error answer (a pod it cannot decode,
+// say) is a refusal whatever the failurePolicy, so it becomes "allowed, unchanged" with a warning.
+func (x *Executor) Handle(ctx context.Context, req admission.Request) admission.Response {
+	resp := x.handle(ctx, req)
+	if resp.Allowed {
+		return resp
+	}
+	msg := "driverset could not handle the executor pod"
+	if resp.Result != nil && resp.Result.Message != "" {
+		msg = resp.Result.Message
+	}
+	return admission.Allowed("left as Spark made it").WithWarnings("driverset: " + msg)
+}
+
+func (x *Executor) handle(ctx context.Context, req admission.Request) admission.Response {
+	pod, answer := podCreate(req, "points executors at their driver")
+	if answer != nil {
+		return *answer
+	}
+	switch {
+	case pod.Labels[contract.LabelSparkRole] != contract.RoleExecutor:
+		return admission.Allowed("not a Spark executor pod")
+	case hasLabel(pod, contract.LabelDriver):
+		// Also how a re-invocation ends: the label comes with the patch.
+		return admission.Allowed("already run by driverset")
+	}
+	driver, reason, err := x.driverOf(ctx, pod)
+	if err != nil {
+		return admission.Allowed(reason).WithWarnings(fmt.Sprintf("driverset: executor pod %s was not pointed at its driver: %v", podName(pod), err))
+	}
+	if driver == nil {
+		return admission.Allowed(reason)
+	}
+	before, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	err = convert.Executor(pod, driver)
+	var urlLeft *convert.DriverURLUnchanged
+	switch {
+	case errors.As(err, &urlLeft):
+		return patched(before, pod, fmt.Sprintf("owned by driver pod %s", driver.Name)).
+			WithWarnings(urlLeft.Error())
+	case err != nil:
+		// Unpatched is safe (see Executor), so a pod driverset cannot tie to the driver runs as Spark made it.
+		return admission.Allowed("left as Spark made it").WithWarnings("driverset: " + err.Error())
+	}
+	return patched(before, pod, fmt.Sprintf("pointed at driver pod %s (%s)", driver.Name,
+		contract.NamesOfStatefulSet(driver.Labels[contract.LabelDriver]).DriverHost(driver.Namespace)))
+}
+
+// driverOf finds, in the cache, the driverset driver pod (S-0) that executor e belongs to, from its
+// controller ownerReference: that pod itself when it is S-0, the placeholder's S-0 when it is a
+// placeholder. It returns a nil pod and the reason when e is another app's executor, and an error
+// (with the reason to answer) only when the cache could not be read.
+func (x *Executor) driverOf(ctx context.Context, e *corev1.Pod) (*corev1.Pod, string, error) {
+	ref := metav1.GetControllerOfNoCopy(e)
+	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" {
+		return nil, "not owned by a driver pod", nil
+	}
+	owner, reason, err := x.get(ctx, e.Namespace, ref.Name, "its driver pod "+ref.Name)
+	if owner == nil {
+		return nil, reason, err
+	}
+	if owner.UID != ref.UID {
+		// The pod of that name is a later one (a new incarnation): this executor's driver is gone,
+		// and the garbage collector removes the executor with it. Tying it to the new driver would
+		// make it a stale executor of that driver.
+		return nil, fmt.Sprintf("its driver pod %s is gone (the pod of that name now has another UID)", ref.Name), nil
+	}
+	if isDriversetDriver(owner, owner.Labels[contract.LabelDriver]) {
+		return owner, "", nil
+	}
+	if owner.Labels[contract.LabelPlaceholder] != "true" {
+		return nil, fmt.Sprintf("its driver pod %s is not run by driverset", owner.Name), nil
+	}
+	names := contract.NamesFor(owner.Name)
+	s0, reason, err := x.get(ctx, e.Namespace, names.DriverPodName(),
+		fmt.Sprintf("pod %s, the driver of placeholder %s,", names.DriverPodName(), owner.Name))
+	if s0 == nil {
+		return nil, reason, err
+	}
+	if !isDriversetDriver(s0, names.StatefulSet) {
+		return nil, fmt.Sprintf("pod %s is not the driver pod of placeholder %s", s0.Name, owner.Name), nil
+	}
+	return s0, "", nil
+}
+
+// get reads pod ns/name, described by what in messages, from the cache. A pod that is not there
+// is a reason, not an error: the cache holds every Spark pod, so it is no driver driverset runs.
+func (x *Executor) get(ctx context.Context, ns, name, what string) (*corev1.Pod, string, error) {
+	if x.Reader == nil {
+		return nil, "driverset has no cache to look the driver up in", errors.New("no cache reader")
+	}
+	p := &corev1.Pod{}
+	err := x.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, what + " is not known to driverset", nil
+	case err != nil:
+		return nil, what + " could not be looked up", fmt.Errorf("looking up pod %s/%s: %w", ns, name, err)
+	}
+	return p, "", nil
+}
+
+// isDriversetDriver: p is the driver pod of driverset's StatefulSet sts.
+func isDriversetDriver(p *corev1.Pod, sts string) bool {
+	return sts != "" && p.Labels[contract.LabelDriver] == sts && p.Labels[contract.LabelSparkRole] == contract.RoleDriver
+}
+
+// podName is the pod's name for messages: executors always have one, a generateName otherwise.
+func podName(p *corev1.Pod) string {
+	name := p.Name
+	if name == "" {
+		name = p.GenerateName
+	}
+	return p.Namespace + "/" + name
+}

@@ -1,0 +1,124 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// IncarnationPath serves the webhook entry that selects driverset's own driver pods.
+const IncarnationPath = "/mutate-incarnation"
+
+// Incarnation holds a new incarnation of a driver pod (S-0, as the StatefulSet controller creates
+// it) with the scheduling gate contract.GateStaleExecutors while executors of the same app still
+// exist: a restarted driver JVM keeps the app id, so it would count those executors as its own
+// failures, or collide with their names (2.4/3.0). The controller deletes them and lifts the gate.
+//
+// Its webhook entry fails closed (failurePolicy Fail), and so does the handler when the cache
+// cannot be read: the StatefulSet controller retries the create, which is better than a driver
+// that starts among stale executors.
+type Incarnation struct {
+	// Reader is the informer cache that holds Spark's pods; never a live client.
+	Reader client.Reader
+}
+
+var _ admission.Handler = (*Incarnation)(nil)
+
+// Handle implements admission.Handler.
+func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admission.Response {
+	pod, answer := podCreate(req, "holds new driver incarnations")
+	if answer != nil {
+		return *answer
+	}
+	app, reason := incarnationApp(pod)
+	if reason != "" {
+		return admission.Allowed(reason)
+	}
+	if n.Reader == nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset has no cache to look up the executors of app %s in", app))
+	}
+	var executors corev1.PodList
+	if err := n.Reader.List(ctx, &executors, client.InNamespace(pod.Namespace), client.MatchingLabels{
+		contract.LabelSparkAppSelector: app,
+		contract.LabelSparkRole:        contract.RoleExecutor,
+	}); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of app %s: %w", app, err))
+	}
+	before, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return patched(before, pod, HoldIncarnation(pod, executors.Items))
+}
+
+// incarnationApp returns the app id of pod when it is a driver pod driverset runs, else why the
+// handler leaves it alone.
+func incarnationApp(pod *corev1.Pod) (app, reason string) {
+	switch {
+	case pod.Labels[contract.LabelSparkRole] != contract.RoleDriver:
+		return "", "not a Spark driver pod"
+	case pod.Labels[contract.LabelDriver] == "":
+		return "", "not a driver pod run by driverset"
+	case pod.Labels[contract.LabelSparkAppSelector] == "":
+		return "", "no " + contract.LabelSparkAppSelector + " label: no executors to wait for"
+	}
+	return pod.Labels[contract.LabelSparkAppSelector], ""
+}
+
+// HoldIncarnation is the decision, pure: it adds the gate contract.GateStaleExecutors to driver pod
+// pod, once, when executors (the pods labelled with pod's app id and spark-role=executor in its
+// namespace) is not empty, and says what it decided. The pod being created has no UID yet, so
+// every executor that exists belongs to an earlier incarnation; terminating and finished ones
+// count too, since the new driver would still see them. The gate is never removed here: lifting
+// it is the controller's, once the executors are gone.
+func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod) string {
+	if len(executors) == 0 {
+		if hasGate(pod, contract.GateStaleExecutors) {
+			return "already held until the stale executors are gone"
+		}
+		return "no executors of an earlier incarnation"
+	}
+	if pod.Spec.NodeName != "" {
+		// The apiserver refuses a gate on a pod that is already bound; refusing the pod instead
+		// would keep the driver down for good.
+		return fmt.Sprintf("bound to node %s, so it cannot be held although %s", pod.Spec.NodeName, staleSummary(executors))
+	}
+	if !hasGate(pod, contract.GateStaleExecutors) {
+		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: contract.GateStaleExecutors})
+	}
+	return fmt.Sprintf("held by scheduling gate %s: %s", contract.GateStaleExecutors, staleSummary(executors))
+}
+
+// staleSummary names a few of the executors, sorted, so the message is the same on every call.
+func staleSummary(executors []corev1.Pod) string {
+	names := make([]string, 0, len(executors))
+	for _, e := range executors {
+		names = append(names, e.Name)
+	}
+	sort.Strings(names)
+	const shown = 3
+	more := ""
+	if len(names) > shown {
+		more = fmt.Sprintf(" and %d more", len(names)-shown)
+		names = names[:shown]
+	}
+	return fmt.Sprintf("%d executor pod(s) of an earlier incarnation still exist (%s%s)", len(executors), strings.Join(names, ", "), more)
+}
+
+func hasGate(pod *corev1.Pod, name string) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,55 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// podCreate returns the pod of a v1 Pod CREATE request. Any other request gets a response instead:
+// allowed unchanged when it is not a pod CREATE (doing names what the handler does, for the
+// message), 400 when the pod cannot be decoded. The exits come before decoding, so a request the
+// handler has no business with is never parsed.
+func podCreate(req admission.Request, doing string) (*corev1.Pod, *admission.Response) {
+	answer := func(r admission.Response) (*corev1.Pod, *admission.Response) { return nil, &r }
+	if req.Operation != admissionv1.Create {
+		return answer(admission.Allowed(fmt.Sprintf("driverset %s on CREATE only, not on %s", doing, req.Operation)))
+	}
+	if req.Kind != podKind() || req.Resource.Group != "" || req.Resource.Resource != "pods" || req.SubResource != "" {
+		return answer(admission.Allowed(fmt.Sprintf("driverset %s for v1 Pods only, not %s %s", doing, req.Kind.String(), resourceOf(req))))
+	}
+	if len(req.Object.Raw) == 0 {
+		return answer(admission.Allowed("the request carries no pod"))
+	}
+	pod := &corev1.Pod{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
+		return answer(admission.Errored(http.StatusBadRequest, fmt.Errorf("driverset could not decode the pod in the admission request: %w", err)))
+	}
+	// The apiserver fills the namespace in before admission; fill it from the request otherwise,
+	// for the lookups and the messages. Done before any "before" snapshot: it is not part of a patch.
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	return pod, nil
+}
+
+// patched answers with the JSON patch from before (the pod as decoded, re-encoded) to pod as the
+// handler left it. Both sides are encoded the same way, so the patch holds exactly the handler's
+// changes and never touches fields this build's types do not know.
+func patched(before []byte, pod *corev1.Pod, message string) admission.Response {
+	after, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	resp := admission.PatchResponseFromRaw(before, after)
+	if resp.Allowed {
+		resp.Result = &metav1.Status{Code: http.StatusOK, Message: message}
+	}
+	return resp
+}
