@@ -82,20 +82,8 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	decision := decide(outcome, budget, r.now())
 
-	switch decision.Action {
-	case Restart:
-		if outcome.PodUID != budget.Restarted {
-			budget.Used++
-			if err := r.recordRestart(ctx, &p, budget.Used, outcome.PodUID); err != nil {
-				return ctrl.Result{}, err
-			}
-			r.Metrics.restarted()
-			r.event(&p, driver, corev1.EventTypeWarning, "Restarting",
-				"the driver exited with code %d in pod %s; starting incarnation %d of %d allowed restarts",
-				outcome.Code, podRef(driver), budget.Used, budget.Max)
-		}
-		err := r.Client.Delete(ctx, driver, client.Preconditions{UID: &outcome.PodUID})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if decision.Action == Restart {
+		if err := r.restart(ctx, &p, driver, outcome, &budget); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -131,6 +119,26 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		requeue = decision.After
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// restart counts the failed incarnation (once) and deletes it, so that the StatefulSet makes a
+// new one: a new UID, so the garbage collector removes the old incarnation's executors.
+func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcome Outcome, budget *Budget) error {
+	if outcome.PodUID != budget.Restarted {
+		budget.Used++
+		if err := r.recordRestart(ctx, p, budget.Used, outcome.PodUID); err != nil {
+			return err
+		}
+		r.Metrics.restarted()
+		r.event(p, driver, corev1.EventTypeWarning, "Restarting",
+			"the driver exited with code %d in pod %s; starting a new incarnation (restart %d of %d)",
+			outcome.Code, podRef(driver), budget.Used, budget.Max)
+	}
+	err := r.Client.Delete(ctx, driver, client.Preconditions{UID: &outcome.PodUID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }
 
 // ensure creates H and S for P when they do not exist and returns S. It returns nil (and no

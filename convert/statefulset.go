@@ -229,10 +229,11 @@ func wrapDriver(c *corev1.Container, entry []string, host string) {
 			env = append(env, e)
 		}
 	}
-	c.Env = append(env, corev1.EnvVar{
+	env = append(env, corev1.EnvVar{
 		Name:      contract.EnvPodName,
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
 	})
+	c.Env = env
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath})
 	// File, not FallbackToLogsOnError: the wrapper writes the exit record there, and a log tail
 	// must never be mistaken for it.

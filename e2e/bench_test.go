@@ -171,4 +171,3 @@ func waitNodeCondition(ctx context.Context, node string, status corev1.Condition
 		return false
 	})
 }
-

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/sparksim"
@@ -158,4 +159,57 @@ func expectEvents(t *testing.T, p *corev1.Pod, reasons ...string) {
 		}
 		return true, nil
 	})
+}
+
+// A new incarnation is held by a scheduling gate while an executor of an earlier one exists (a
+// finalizer keeps one here), and starts as soon as it is gone.
+func TestNewIncarnationWaitsForStaleExecutors(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	a := app(ns, "stale")
+	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
+	s := submit(t, a)
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := drv.RequestExecutors(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = "e2e.driverset.dev/hold"
+	patch := []byte(`{"metadata":{"finalizers":["` + hold + `"]}}`)
+	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, execs[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	exitDriver(t, d0, 1)
+	var d1 *corev1.Pod
+	waitFor(t, 30*time.Second, "a new incarnation held by the stale-executor gate", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+		if err != nil || p.UID == d0.UID {
+			return false, nil
+		}
+		d1 = p
+		return hasGate(p, contract.GateStaleExecutors), nil
+	})
+	time.Sleep(3 * time.Second)
+	if p := getPod(t, ns, names.DriverPodName()); p.UID != d1.UID || p.Spec.NodeName != "" {
+		t.Fatalf("the new incarnation was scheduled (node %q) while an old executor exists", p.Spec.NodeName)
+	}
+	if msg := getPod(t, ns, s.plan.DriverPodName).Status.Message; !strings.Contains(msg, "executor(s) of the previous driver") {
+		t.Errorf("placeholder message %q does not say what the driver waits for", msg)
+	}
+
+	release := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, execs[0].Name, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d2 := runningDriver(t, ns, names, string(d0.UID))
+	if d2.UID != d1.UID {
+		t.Errorf("the held incarnation %s was replaced by %s instead of released", d1.UID, d2.UID)
+	}
+	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "Restarting", "ExecutorsCleared")
 }

@@ -52,13 +52,14 @@ func run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "e2e: test bed up in %s\n", time.Since(start).Round(time.Millisecond))
 	bed = env{cluster: cluster, dir: dir}
 	code := 1
+	keep := os.Getenv("DRIVERSET_E2E_KEEP") != "" // keep every log, also of a passing run
 	defer func() {
 		_ = bed.driverset.Stop()
-		if code != 0 {
+		if code != 0 || keep {
 			cluster.KeepLogs()
 		}
 		_ = cluster.Stop()
-		if code == 0 {
+		if code == 0 && !keep {
 			_ = os.RemoveAll(dir)
 		} else {
 			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", dir)

@@ -38,7 +38,7 @@ func TestDeletingThePlaceholderCollectsEverything(t *testing.T) {
 	if res := s.wait(t, 30*time.Second); !res.Deleted {
 		t.Errorf("spark-submit's watch did not end on DELETED: %+v", res)
 	}
-	gone := func(err error) bool { return apierrors.IsNotFound(err) }
+	gone := apierrors.IsNotFound
 	waitFor(t, 90*time.Second, "StatefulSet, headless Service, Spark's ConfigMap and Service, driver pod and executors garbage-collected",
 		func(ctx context.Context) (bool, error) {
 			_, e1 := kube().AppsV1().StatefulSets(ns).Get(ctx, names.StatefulSet, metav1.GetOptions{})

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	// Children inherit the environment: this makes every re-exec of the test binary a role.
-	os.Setenv(roleEnv, "1")
+	_ = os.Setenv(roleEnv, "1")
 	// Under nohup the test starts with SIGHUP ignored, and an ignored signal stays ignored in
 	// every child it execs. In-process Run tests inject their signal channel, so nothing else
 	// installs a handler here: do it, so that children start with the default action, as they

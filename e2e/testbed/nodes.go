@@ -257,8 +257,8 @@ func NodeReady(node *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
-// NodeSchedulable: Ready, and the node lifecycle controller has lifted its not-ready and
-// unreachable taints (until then new pods would wait in Pending).
+// NodeSchedulable reports whether node is Ready and the node lifecycle controller has lifted
+// its not-ready and unreachable taints (until then new pods would wait in Pending).
 func NodeSchedulable(node *corev1.Node) bool {
 	if NodeReady(node) != corev1.ConditionTrue || node.Spec.Unschedulable {
 		return false

@@ -42,7 +42,7 @@ const startPhaseTimeout = 2 * time.Minute
 //go:embed stages/*.yaml
 var stageFiles embed.FS
 
-// Options; zero values get sensible test defaults.
+// Options configure a test bed; zero values get sensible test defaults.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
 	// Default: $DRIVERSET_TESTBED_BIN. Missing binaries are an error, never a skip.
@@ -293,7 +293,7 @@ func (c *Cluster) logPath(component string) string {
 
 func (c *Cluster) logf(format string, args ...any) {
 	// One Write per line, straight from here, so a testing.TB writer reports this file's line.
-	_, _ = c.opts.Log.Write([]byte(fmt.Sprintf("testbed: "+format+"\n", args...)))
+	_, _ = fmt.Fprintf(c.opts.Log, "testbed: "+format+"\n", args...)
 }
 
 // writeStages concatenates our kwok stage files into the one config file kwok reads.

@@ -200,7 +200,7 @@ func processAlive(pid int) bool {
 	}
 	for i := len(b) - 1; i >= 0; i-- {
 		if b[i] == ')' {
-			return !(i+2 < len(b) && b[i+2] == 'Z')
+			return i+2 >= len(b) || b[i+2] != 'Z'
 		}
 	}
 	return true
