@@ -90,7 +90,10 @@ func run(m *testing.M) int {
 // startDriverset starts `driverset serve` against the test bed, on the port of prev when given
 // (the webhook configuration names that port).
 func startDriverset(ctx context.Context, prev *harness.Driverset) (*harness.Driverset, error) {
-	o := harness.Options{Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: bed.dir, Args: driversetArgs}
+	// driverset runs as its own ServiceAccount, with the manifests' RBAC: a permission missing
+	// there fails the scenarios that need it.
+	o := harness.Options{Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: bed.dir, Args: driversetArgs,
+		ServiceAccount: "driverset-system/driverset", Metrics: true}
 	if prev != nil {
 		o.Port, o.CA = prev.Port, prev.CA
 	}

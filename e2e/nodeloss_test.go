@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +133,33 @@ func recoverFromNodeLoss(t *testing.T, cause string, within time.Duration, lose 
 		}
 	}
 	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "NodeLost", "Recovered")
+	if n := metric(t, `driverset_driver_recovery_seconds_count{cause="`+cause+`"}`); n < 1 {
+		t.Errorf("recovery-time histogram has %v observations for cause %s, want at least 1", n, cause)
+	}
+}
+
+// metric reads one sample from driverset's /metrics (0 when absent).
+func metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(bed.driverset.MetricsURL)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // A node that dies silently: by default the old driver pod is kept (Terminating) and no second

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/sparksim"
@@ -184,5 +187,32 @@ func TestDriversetDownRefusesOptedInDrivers(t *testing.T) {
 	}
 	if _, err := kube().CoreV1().Pods(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a non-Spark pod was refused while driverset is down: %v", err)
+	}
+}
+
+// driverset runs in these scenarios as its own ServiceAccount, with the manifests' RBAC: who it
+// is, and that it is refused what the ClusterRole does not grant.
+func TestDriversetRunsAsItsServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", bed.driverset.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := c.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := who.Status.UserInfo.Username, "system:serviceaccount:driverset-system:driverset"; got != want {
+		t.Fatalf("driverset acts as %q, want %q", got, want)
+	}
+	if _, err := c.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Secrets as driverset: %v, want Forbidden", err)
+	}
+	if _, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("listing Nodes as driverset (it watches them): %v", err)
 	}
 }

@@ -55,6 +55,7 @@ type serveFlags struct {
 	webhookService    string
 	webhookConfig     string
 	certExtraHosts    string
+	certInterval      time.Duration
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -78,6 +79,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.webhookService, "webhook-service", "driverset-webhook", "with --self-managed-tls: the webhook's Service (the serving certificate's name)")
 	fs.StringVar(&f.webhookConfig, "webhook-config", "driverset", "with --self-managed-tls: the MutatingWebhookConfiguration whose caBundle driverset keeps")
 	fs.StringVar(&f.certExtraHosts, "webhook-cert-extra-hosts", "", "with --self-managed-tls: more names or IPs for the serving certificate, comma-separated")
+	fs.DurationVar(&f.certInterval, "cert-check-interval", 30*time.Second, "with --self-managed-tls: how often each replica checks the CA Secret and the caBundle; a CA rotation takes about 8 of these")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -185,7 +187,7 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 	}
 	cm, err := certs.NewManager(certs.Options{
 		Client: cs, Namespace: ns, SecretName: f.caSecret, ServiceName: f.webhookService,
-		WebhookConfigName: f.webhookConfig, CertDir: f.certDir, ExtraHosts: extra,
+		WebhookConfigName: f.webhookConfig, CertDir: f.certDir, ExtraHosts: extra, Interval: f.certInterval,
 	})
 	if err != nil {
 		return err

@@ -12,10 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/driverset/driverset/certs"
 )
@@ -47,16 +49,24 @@ type Options struct {
 	Port int
 	// Args are added to serve's flags (e.g. --restart-backoff=1s).
 	Args []string
+	// ServiceAccount, as namespace/name, is who driverset acts as (by impersonation), so that
+	// the manifests' RBAC is what it runs with and a missing permission fails a test. Empty: admin.
+	ServiceAccount string
+	// Metrics serves /metrics on a free port (Driverset.MetricsURL).
+	Metrics bool
 }
 
 // Driverset is a running `driverset serve`.
 type Driverset struct {
-	Port    int
-	CA      *certs.Authority
-	LogPath string
-	certDir string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	Port       int
+	MetricsURL string
+	// Kubeconfig is the one driverset runs with (impersonating its ServiceAccount when asked).
+	Kubeconfig string
+	CA         *certs.Authority
+	LogPath    string
+	certDir    string
+	cmd        *exec.Cmd
+	done       chan struct{}
 }
 
 // Start starts `driverset serve` on 127.0.0.1 and waits until it is ready (serving its certificate).
@@ -80,17 +90,34 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	if err := d.Rotate(); err != nil {
 		return nil, err
 	}
+	kubeconfig := o.Kubeconfig
+	if o.ServiceAccount != "" {
+		kubeconfig = filepath.Join(o.Dir, "driverset-"+strconv.Itoa(o.Port)+".kubeconfig")
+		if err := impersonating(o.Kubeconfig, kubeconfig, o.ServiceAccount); err != nil {
+			return nil, err
+		}
+	}
+	metricsAddr := "0"
+	if o.Metrics {
+		mp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		metricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
+		d.MetricsURL = "http://" + metricsAddr + "/metrics"
+	}
+	d.Kubeconfig = kubeconfig
 	d.LogPath = filepath.Join(o.Dir, "driverset-"+strconv.Itoa(o.Port)+".log")
 	logf, err := os.Create(d.LogPath)
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"serve",
-		"--kubeconfig=" + o.Kubeconfig,
+		"--kubeconfig=" + kubeconfig,
 		"--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(o.Port),
 		"--cert-dir=" + d.certDir,
-		"--metrics-bind-address=0",
+		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
 		"--leader-election-namespace=driverset-system",
 		"--image=driverset/driverset:e2e",
@@ -171,6 +198,23 @@ func (d *Driverset) Kill() {
 	}
 	_ = d.cmd.Process.Kill()
 	<-d.done
+}
+
+// impersonating writes to dst the kubeconfig src acting as ServiceAccount sa ("ns/name").
+func impersonating(src, dst, sa string) error {
+	cfg, err := clientcmd.LoadFromFile(src)
+	if err != nil {
+		return err
+	}
+	ns, name, ok := strings.Cut(sa, "/")
+	if !ok {
+		return fmt.Errorf("ServiceAccount %q is not namespace/name", sa)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = "system:serviceaccount:" + ns + ":" + name
+		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	return clientcmd.WriteToFile(*cfg, dst)
 }
 
 func freePort() (int, error) {

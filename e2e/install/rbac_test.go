@@ -54,6 +54,10 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{"", "", "pods/status", "patch", ""}:  all,
 		// ownerReferences with blockOwnerDeletion to the placeholder pod (OwnerReferencesPermissionEnforcement).
 		{"", "", "pods/finalizers", "update", ""}: all,
+		// The node under each driver (informer cache): node loss is reported and, on request, fenced.
+		{"", "", "nodes", "get", ""}:   all,
+		{"", "", "nodes", "list", ""}:  all,
+		{"", "", "nodes", "watch", ""}: all,
 		// The driver's headless Service: created once, by create-or-get.
 		{"", "", "services", "get", ""}:    all,
 		{"", "", "services", "list", ""}:   all,
