@@ -359,7 +359,7 @@ func checkAccess(ctx context.Context, t *testing.T, c *testbed.Cluster) {
 		{"get", "", "secrets", "default", "driverset-ca", false},
 		{"create", "", "secrets", "default", "", false},
 		{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "driverset", true},
-		{"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "driverset", true},
+		{"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "driverset", false},
 		{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "someone-else", false},
 		{"list", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", false},
 		{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "driverset", false},
@@ -370,7 +370,8 @@ func checkAccess(ctx context.Context, t *testing.T, c *testbed.Cluster) {
 		{"create", "", "pods", "spark-jobs", "", false},
 		{"create", "apps", "statefulsets", "spark-jobs", "", true},
 		{"delete", "apps", "statefulsets", "spark-jobs", "", false},
-		{"get", "", "nodes", "", "", false},
+		{"watch", "", "nodes", "", "", true},
+		{"patch", "", "nodes", "", "", false},
 		{"get", "", "configmaps", "spark-jobs", "", false},
 	} {
 		name := fmt.Sprintf("%s %s/%s %s", tc.verb, tc.resource, tc.name, tc.namespace)

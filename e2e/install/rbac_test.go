@@ -85,9 +85,8 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{systemNamespace, "", "secrets", "update", "driverset-ca"}: sm,
 		{systemNamespace, "", "secrets", "create", ""}:             sm,
 		// Self-managed TLS: the CA goes into the caBundle of driverset's own webhook configuration.
-		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "driverset"}:    sm,
-		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", "driverset"}:  sm,
-		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update", "driverset"}: sm,
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "driverset"}:   sm,
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", "driverset"}: sm,
 	}
 }
 
