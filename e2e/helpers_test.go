@@ -179,3 +179,30 @@ func hasGate(pod *corev1.Pod, name string) bool {
 	}
 	return false
 }
+
+// runningApp is an opted-in app whose driver runs in its StatefulSet's pod and has made executors.
+type runningApp struct {
+	sub       *submission
+	names     contract.Names
+	pod       *corev1.Pod // S-0
+	driver    *sparksim.Driver
+	executors []*corev1.Pod
+}
+
+// startApp submits a, waits for its driver pod to run, starts the driver there and has it make
+// n executors.
+func startApp(t *testing.T, a sparksim.App, n int) runningApp {
+	t.Helper()
+	s := submit(t, a)
+	names := contract.NamesFor(s.plan.DriverPodName)
+	pod := runningDriver(t, a.Namespace, names, "")
+	drv, err := sparksim.StartDriver(context.Background(), kube(), a.Namespace, pod.Name)
+	if err != nil {
+		t.Fatalf("the driver did not start in %s: %v", pod.Name, err)
+	}
+	execs, err := drv.RequestExecutors(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runningApp{sub: s, names: names, pod: pod, driver: drv, executors: execs}
+}

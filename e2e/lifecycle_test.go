@@ -168,17 +168,8 @@ func TestNewIncarnationWaitsForStaleExecutors(t *testing.T) {
 	ns := namespace(t, nil)
 	a := app(ns, "stale")
 	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
-	s := submit(t, a)
-	names := contract.NamesFor(s.plan.DriverPodName)
-	d0 := runningDriver(t, ns, names, "")
-	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	execs, err := drv.RequestExecutors(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startApp(t, a, 1)
+	s, names, d0, execs := r.sub, r.names, r.pod, r.executors
 	const hold = "e2e.driverset.dev/hold"
 	patch := []byte(`{"metadata":{"finalizers":["` + hold + `"]}}`)
 	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, execs[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

@@ -24,17 +24,8 @@ import (
 func TestExecutorsFollowTheStableName(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
-	s := submit(t, app(ns, "stable"))
-	names := contract.NamesFor(s.plan.DriverPodName)
-	d0 := runningDriver(t, ns, names, "")
-	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	execs, err := drv.RequestExecutors(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startApp(t, app(ns, "stable"), 2)
+	names, d0, execs := r.names, r.pod, r.executors
 	want := fmt.Sprintf("spark://CoarseGrainedScheduler@%s:7078", names.DriverHost(ns))
 	for _, e := range execs {
 		if got := envOf(e, contract.EnvDriverURL); got != want {
@@ -89,16 +80,8 @@ func TestDriverRecoversAfterOutOfServiceTaint(t *testing.T) {
 func recoverFromNodeLoss(t *testing.T, cause string, within time.Duration, lose func(ctx context.Context, node string) error) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
-	s := submit(t, app(ns, "recover"))
-	names := contract.NamesFor(s.plan.DriverPodName)
-	d0 := runningDriver(t, ns, names, "")
-	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drv.RequestExecutors(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	r := startApp(t, app(ns, "recover"), 2)
+	s, names, d0, drv := r.sub, r.names, r.pod, r.driver
 	node := d0.Spec.NodeName
 	replaceNode(t, node)
 

@@ -24,17 +24,8 @@ import (
 func TestDeletingThePlaceholderCollectsEverything(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
-	s := submit(t, app(ns, "to-delete"))
-	names := contract.NamesFor(s.plan.DriverPodName)
-	d0 := runningDriver(t, ns, names, "")
-	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	execs, err := drv.RequestExecutors(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startApp(t, app(ns, "to-delete"), 2)
+	s, names, execs := r.sub, r.names, r.executors
 	if err := kube().CoreV1().Pods(ns).Delete(ctx, s.plan.DriverPodName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

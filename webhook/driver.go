@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"net/http"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
@@ -50,23 +48,9 @@ func podKind() metav1.GroupVersionKind { return metav1.GroupVersionKind{Version:
 // on anything that is not a pod CREATE, and diffs the pod before and after Default, both encoded
 // the same way, so the patch holds exactly what Default changed.
 func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create {
-		return admission.Allowed(fmt.Sprintf("driverset converts driver pods on CREATE only, not on %s", req.Operation))
-	}
-	if req.Kind != podKind() || req.Resource.Group != "" || req.Resource.Resource != "pods" || req.SubResource != "" {
-		return admission.Allowed(fmt.Sprintf("driverset converts v1 Pods only, not %s %s", req.Kind.String(), resourceOf(req)))
-	}
-	if len(req.Object.Raw) == 0 {
-		return admission.Allowed("the request carries no pod")
-	}
-	pod := &corev1.Pod{}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("driverset could not decode the pod in the admission request: %w", err))
-	}
-	// The apiserver fills the namespace in before admission; fill it from the request otherwise so
-	// messages name the pod fully. Done before the "before" snapshot: it is not part of the patch.
-	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
+	pod, answer := podCreate(req, "converts driver pods")
+	if answer != nil {
+		return *answer
 	}
 	if reason := d.skip(pod); reason != "" {
 		return admission.Allowed(reason)
@@ -84,18 +68,13 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	after, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	resp := admission.PatchResponseFromRaw(before, after)
+	resp := patched(before, pod, "converted to a driverset placeholder")
 	if !resp.Allowed {
 		return resp
 	}
 	if len(resp.Patches) == 0 && placeholder {
 		return admission.Allowed("already a driverset placeholder")
 	}
-	resp.Result = &metav1.Status{Code: http.StatusOK, Message: "converted to a driverset placeholder"}
 	if pod.Name != "" {
 		n := contract.NamesFor(pod.Name)
 		resp = resp.WithWarnings(fmt.Sprintf("driverset: pod %s is a placeholder; the driver runs in pod %s",
