@@ -28,10 +28,11 @@ testbed-bin:
 
 ## testbed-up: start a test bed in the background; prints the KUBECONFIG to use with kubectl
 testbed-up: testbed-bin
-	@mkdir -p $(TESTBED_DIR)
-	@DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) run ./e2e/cmd/testbed up --dir $(TESTBED_DIR) >$(TESTBED_DIR)/testbed.out 2>&1 &
-	@for i in $$(seq 1 120); do grep -q '^export KUBECONFIG' $(TESTBED_DIR)/testbed.out 2>/dev/null && break; sleep 1; done
-	@cat $(TESTBED_DIR)/testbed.out
+	@rm -f $(TESTBED_DIR).out
+	@DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) run ./e2e/cmd/testbed up --dir $(TESTBED_DIR) >$(TESTBED_DIR).out 2>&1 &
+	@for i in $$(seq 1 180); do grep -q '^export KUBECONFIG' $(TESTBED_DIR).out 2>/dev/null && break; \
+	  grep -q '^exit status' $(TESTBED_DIR).out 2>/dev/null && { cat $(TESTBED_DIR).out; exit 1; }; sleep 1; done
+	@cat $(TESTBED_DIR).out
 	@echo "kubectl: $(TESTBED_BIN)/kubectl"
 
 ## testbed-down: stop it

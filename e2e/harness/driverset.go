@@ -54,6 +54,11 @@ type Options struct {
 	ServiceAccount string
 	// Metrics serves /metrics on a free port (Driverset.MetricsURL).
 	Metrics bool
+	// SelfManagedTLS runs serve with --self-managed-tls: driverset makes its own CA (the Secret
+	// driverset-ca), issues its serving certificate into its cert dir and injects the caBundle
+	// itself. The harness then writes no certificate, CA is ignored (Driverset.CA is nil), and
+	// Start trusts whatever is served: /readyz already means "serving the current certificate".
+	SelfManagedTLS bool
 }
 
 // Driverset is a running `driverset serve`.
@@ -72,7 +77,9 @@ type Driverset struct {
 // Start starts `driverset serve` on 127.0.0.1 and waits until it is ready (serving its certificate).
 func Start(ctx context.Context, o Options) (*Driverset, error) {
 	var err error
-	if o.CA == nil {
+	if o.SelfManagedTLS {
+		o.CA = nil
+	} else if o.CA == nil {
 		if o.CA, err = certs.NewAuthority("driverset-e2e-ca", 24*time.Hour); err != nil {
 			return nil, err
 		}
@@ -87,8 +94,10 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 		return nil, err
 	}
 	d := &Driverset{Port: o.Port, CA: o.CA, certDir: filepath.Join(o.Dir, "certs-"+strconv.Itoa(o.Port)), done: make(chan struct{})}
-	if err := d.Rotate(); err != nil {
-		return nil, err
+	if !o.SelfManagedTLS {
+		if err := d.Rotate(); err != nil {
+			return nil, err
+		}
 	}
 	kubeconfig := o.Kubeconfig
 	if o.ServiceAccount != "" {
@@ -122,6 +131,9 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 		"--leader-election-namespace=driverset-system",
 		"--image=driverset/driverset:e2e",
 	}, o.Args...)
+	if o.SelfManagedTLS {
+		args = append(args, "--self-managed-tls")
+	}
 	d.cmd = exec.Command(o.Binary, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// The process dies with the test binary, even when that is killed.
@@ -158,6 +170,9 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 
 // Rotate issues a new serving certificate from the CA and writes it where driverset watches.
 func (d *Driverset) Rotate() error {
+	if d.CA == nil {
+		return errors.New("driverset manages its own certificates (SelfManagedTLS)")
+	}
 	certPEM, keyPEM, err := d.CA.IssueServing([]string{"127.0.0.1", "localhost"}, 24*time.Hour)
 	if err != nil {
 		return err
@@ -165,11 +180,17 @@ func (d *Driverset) Rotate() error {
 	return certs.WriteKeyPair(d.certDir, certPEM, keyPEM)
 }
 
-// checkServing makes a TLS handshake with the webhook port, trusting only the CA.
+// checkServing makes a TLS handshake with the webhook port, trusting only the CA (anything,
+// when driverset made its own: the scenario checks that chain itself).
 func (d *Driverset) checkServing() error {
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(d.CA.CertPEM)
-	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", d.Port), &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if d.CA == nil {
+		cfg.InsecureSkipVerify = true //nolint:gosec // self-managed TLS: the CA is driverset's, checked by the scenario
+	} else {
+		cfg.RootCAs = x509.NewCertPool()
+		cfg.RootCAs.AppendCertsFromPEM(d.CA.CertPEM)
+	}
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", d.Port), cfg)
 	if err != nil {
 		return fmt.Errorf("webhook TLS handshake: %w", err)
 	}
