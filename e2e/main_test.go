@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/testbed"
 )
@@ -36,6 +40,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// Quiet: the apiserver's admission warnings ("… is a placeholder") on every test client call,
+	// and controller-runtime's complaint that the harness's client has no logger.
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
+	ctrllog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "driverset-e2e-")

@@ -217,10 +217,20 @@ func cacheOptions() cache.Options {
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// As ctrl.GetConfig does in a pod: no client-side rate limit (client-go's default is 5
+	// requests/s), the apiserver's priority and fairness is the limit. Otherwise a new leader
+	// working through a backlog of drivers is throttled only when run with --kubeconfig.
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
+	}
+	return cfg, nil
 }
 
 // ownImage is the image of the driverset container of this pod.

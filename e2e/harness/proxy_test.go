@@ -116,7 +116,7 @@ func TestProxyRoundRobinSkipsDeadBackends(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.Close()
+			defer func() { _ = p.Close() }()
 			for i, want := range tc.want {
 				msg := strings.Repeat("x", 100000) + strconv.Itoa(i)
 				got, echo := call(t, p, msg)
