@@ -1,10 +1,8 @@
 package webhook
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -39,39 +37,7 @@ func cachedGolden(t *testing.T, dir string, handler func(client.Reader) admissio
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".pod.yaml")
 		t.Run(name, func(t *testing.T) {
-			raw := readPodJSON(t, in)
-			resp := h.Handle(context.Background(), createRequest(raw, false))
-			got := summarize(t, raw, resp)
-
-			golden := filepath.Join("testdata", dir, name+".golden.yaml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s differs from the handler's output (run with -update to accept it):\n%s", golden, diffLines(string(want), string(got)))
-			}
-
-			t.Run("idempotent", func(t *testing.T) {
-				if !resp.Allowed {
-					t.Skip("refused: nothing to apply")
-				}
-				again := h.Handle(context.Background(), createRequest(applyPatch(t, raw, resp.Patches), false))
-				if !again.Allowed || len(again.Patches) != 0 {
-					t.Errorf("second admission of the patched pod: allowed=%v patches=%v, want allowed with no patch", again.Allowed, again.Patches)
-				}
-			})
-			t.Run("dry-run", func(t *testing.T) {
-				dry := h.Handle(context.Background(), createRequest(raw, true))
-				if !reflect.DeepEqual(normalized(dry), normalized(resp)) {
-					t.Errorf("dry-run answered\n%+v\nwant the same as without dry-run\n%+v", dry, resp)
-				}
-			})
+			checkGolden(t, h, readPodJSON(t, in), filepath.Join("testdata", dir, name+".golden.yaml"))
 		})
 	}
 }

@@ -46,39 +46,7 @@ func TestDriverGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".pod.yaml")
 		t.Run(name, func(t *testing.T) {
 			d := &Driver{Enforced: strings.HasSuffix(name, "-enforced")}
-			raw := readPodJSON(t, in)
-			resp := d.Handle(context.Background(), createRequest(raw, false))
-			got := summarize(t, raw, resp)
-
-			golden := filepath.Join("testdata", name+".golden.yaml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s differs from the handler's output (run with -update to accept it):\n%s", golden, diffLines(string(want), string(got)))
-			}
-
-			t.Run("idempotent", func(t *testing.T) {
-				if !resp.Allowed {
-					t.Skip("denied: nothing to apply")
-				}
-				again := d.Handle(context.Background(), createRequest(applyPatch(t, raw, resp.Patches), false))
-				if !again.Allowed || len(again.Patches) != 0 {
-					t.Errorf("second admission of the patched pod: allowed=%v patches=%v, want allowed with no patch", again.Allowed, again.Patches)
-				}
-			})
-			t.Run("dry-run", func(t *testing.T) {
-				dry := d.Handle(context.Background(), createRequest(raw, true))
-				if !reflect.DeepEqual(normalized(dry), normalized(resp)) {
-					t.Errorf("dry-run answered\n%+v\nwant the same as without dry-run\n%+v", dry, resp)
-				}
-			})
+			checkGolden(t, d, readPodJSON(t, in), filepath.Join("testdata", name+".golden.yaml"))
 		})
 	}
 }
@@ -185,4 +153,40 @@ func diffLines(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// checkGolden is the golden-file test of one admission: the handler's answer to raw, summarized,
+// must equal the golden file (-update rewrites it); the patched pod admitted again must need no
+// patch (idempotency), and a dry-run must be answered the same.
+func checkGolden(t *testing.T, h admission.Handler, raw []byte, golden string) {
+	t.Helper()
+	resp := h.Handle(context.Background(), createRequest(raw, false))
+	got := summarize(t, raw, resp)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from the handler's output (run with -update to accept it):\n%s", golden, diffLines(string(want), string(got)))
+	}
+	t.Run("idempotent", func(t *testing.T) {
+		if !resp.Allowed {
+			t.Skip("refused: nothing to apply")
+		}
+		again := h.Handle(context.Background(), createRequest(applyPatch(t, raw, resp.Patches), false))
+		if !again.Allowed || len(again.Patches) != 0 {
+			t.Errorf("second admission of the patched pod: allowed=%v patches=%v, want allowed with no patch", again.Allowed, again.Patches)
+		}
+	})
+	t.Run("dry-run", func(t *testing.T) {
+		dry := h.Handle(context.Background(), createRequest(raw, true))
+		if !reflect.DeepEqual(normalized(dry), normalized(resp)) {
+			t.Errorf("dry-run answered\n%+v\nwant the same as without dry-run\n%+v", dry, resp)
+		}
+	})
 }
