@@ -25,7 +25,7 @@ func kube() kubernetes.Interface { return bed.cluster.Client }
 // namespace makes a fresh namespace for one scenario, deleted when it ends.
 func namespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}

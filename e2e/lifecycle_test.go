@@ -204,3 +204,41 @@ func TestNewIncarnationWaitsForStaleExecutors(t *testing.T) {
 	}
 	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "Restarting", "ExecutorsCleared")
 }
+
+// Each Spark version's driver pod is taken over and runs to completion; after a process-failure
+// restart the new driver makes its executors again — on 2.4, whose executor names are fixed by
+// spark-submit, under the very same names, which only works because no executor of the earlier
+// incarnation is left.
+func TestEverySparkVersionRestartsAndCompletes(t *testing.T) {
+	for _, v := range []sparksim.Version{sparksim.Spark24, sparksim.Spark35, sparksim.Spark41} {
+		t.Run(string(v), func(t *testing.T) {
+			ctx := context.Background()
+			ns := namespace(t, nil)
+			a := app(ns, "v"+strings.ReplaceAll(string(v), ".", ""))
+			a.Version = v
+			r := startApp(t, a, 2)
+			exitDriver(t, r.pod, 1)
+			d1 := runningDriver(t, ns, r.names, string(r.pod.UID))
+			drv, err := sparksim.StartDriver(ctx, kube(), ns, d1.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			execs, err := drv.RequestExecutors(ctx, 2)
+			if err != nil {
+				t.Fatalf("the restarted driver could not make its executors: %v", err)
+			}
+			for i, e := range execs {
+				if v == sparksim.Spark24 && e.Name != r.executors[i].Name {
+					t.Errorf("Spark 2.4 executor %d is named %s, want the fixed name %s again", i, e.Name, r.executors[i].Name)
+				}
+				if !ownedBy(e, d1) {
+					t.Errorf("executor %s is not owned by the new incarnation", e.Name)
+				}
+			}
+			exitDriver(t, d1, 0)
+			if res := r.sub.wait(t, time.Minute); res.FinalPhase != corev1.PodSucceeded {
+				t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+			}
+		})
+	}
+}

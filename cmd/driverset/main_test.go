@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServeFlags(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{name: "image given", args: []string{"--image=registry.example/driverset:v1"}},
+		{name: "image read from the pod", env: map[string]string{"POD_NAME": "driverset-0", "POD_NAMESPACE": "driverset-system"}},
+		{name: "no image outside a pod", wantErr: "--image is required outside a pod"},
+		{name: "unknown flag", args: []string{"--image=x", "--no-such-flag"}, wantErr: "no-such-flag"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("POD_NAME", tc.env["POD_NAME"])
+			t.Setenv("POD_NAMESPACE", tc.env["POD_NAMESPACE"])
+			f, err := parseServeFlags(tc.args)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+			case tc.wantErr == "" && (f.webhookPort != 9443 || !f.leaderElect || f.fenceAfter != 0):
+				t.Errorf("defaults: port %d, leader election %v, fence-after %v", f.webhookPort, f.leaderElect, f.fenceAfter)
+			}
+		})
+	}
+}
+
+// copy-binary installs this very executable, runnable by the driver image's own user.
+func TestCopyBinary(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "bin", "driverset")
+	if err := copyBinary(dest); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(self)
+	got, err := os.ReadFile(dest)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("copied %d bytes (%v), want the %d bytes of the running binary", len(got), err, len(want))
+	}
+	info, err := os.Stat(dest)
+	if err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v (%v), want 0755", info.Mode().Perm(), err)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if code := run([]string{"frobnicate"}); code != 2 {
+		t.Errorf("exit code %d for an unknown command, want 2", code)
+	}
+	if code := run(nil); code != 2 {
+		t.Errorf("exit code %d with no command, want 2", code)
+	}
+}
