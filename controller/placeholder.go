@@ -152,7 +152,13 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	if _, err := createOrGet(ctx, r.Client, svc); err != nil {
 		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
 	}
-	want, err := convert.StatefulSet(p, r.Convert)
+	opts := r.Convert
+	var ranges corev1.LimitRangeList
+	if err := r.Client.List(ctx, &ranges, client.InNamespace(p.Namespace)); err != nil {
+		return nil, err
+	}
+	opts.Floor = convert.FloorOf(ranges.Items)
+	want, err := convert.StatefulSet(p, opts)
 	if err != nil {
 		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)
 		return nil, err

@@ -42,6 +42,13 @@ func IsPlaceholder(pod *corev1.Pod) bool {
 // already a placeholder is left exactly as it is, so re-invoking the webhook never records the
 // shrunk values as the real ones; one that claims to be a placeholder without the gate is refused.
 func ToPlaceholder(pod *corev1.Pod) error {
+	return ToPlaceholderWithin(pod, nil)
+}
+
+// ToPlaceholderWithin is ToPlaceholder in a namespace whose LimitRanges ask more of every
+// container than nothing: the placeholder keeps floor (see FloorOf) instead of 0 for the resources
+// it names, so the LimitRanger admits it while the quota is charged no more than it must be.
+func ToPlaceholderWithin(pod *corev1.Pod, floor corev1.ResourceList) error {
 	if err := Check(pod); err != nil {
 		return err
 	}
@@ -59,7 +66,7 @@ func ToPlaceholder(pod *corev1.Pod) error {
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
 			recorded[cs[i].Name] = *cs[i].Resources.DeepCopy()
-			shrink(&cs[i].Resources)
+			shrink(&cs[i].Resources, floor)
 		}
 	}
 	value, err := json.Marshal(recorded)
@@ -81,14 +88,21 @@ func ToPlaceholder(pod *corev1.Pod) error {
 }
 
 // shrink replaces every quantity with the placeholder's, in requests and limits alike, so a
-// request can never exceed its limit and a quota that requires a key still finds it.
-func shrink(r *corev1.ResourceRequirements) {
+// request can never exceed its limit and a quota that requires a key still finds it. A resource
+// named in floor keeps the floor's value instead, unless the real one was smaller.
+func shrink(r *corev1.ResourceRequirements, floor corev1.ResourceList) {
 	for _, list := range []corev1.ResourceList{r.Requests, r.Limits} {
-		for name := range list {
+		for name, real := range list {
 			q, keep := placeholderQuantity(name)
 			if !keep {
 				delete(list, name)
 				continue
+			}
+			if f, ok := floor[name]; ok && f.Cmp(q) > 0 {
+				q = f
+				if real.Cmp(q) < 0 {
+					q = real
+				}
 			}
 			list[name] = q
 		}

@@ -18,6 +18,9 @@ type Options struct {
 	// Image is driverset's own image, run by the init container that copies the binary (`serve --image`).
 	Image           string
 	ImagePullPolicy corev1.PullPolicy
+	// Floor is what the namespace's LimitRanges require of every container (FloorOf): the init
+	// container asks at least that, or the LimitRanger would refuse the StatefulSet's pod.
+	Floor corev1.ResourceList
 }
 
 // revisionHistoryLimit is small: with OnDelete and a template driverset never changes, S has one revision.
@@ -189,16 +192,7 @@ func installContainer(o Options) corev1.Container {
 		ImagePullPolicy: o.ImagePullPolicy,
 		Command:         []string{"/driverset", "copy-binary", BinaryPath},
 		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeName, MountPath: MountPath}},
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("10m"),
-				corev1.ResourceMemory: resource.MustParse("16Mi"),
-			},
-			Limits: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("100m"),
-				corev1.ResourceMemory: resource.MustParse("32Mi"),
-			},
-		},
+		Resources:       installResources(o.Floor),
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             &yes,
 			RunAsUser:                &uid,
@@ -238,4 +232,20 @@ func wrapDriver(c *corev1.Container, entry []string, host string) {
 	// File, not FallbackToLogsOnError: the wrapper writes the exit record there, and a log tail
 	// must never be mistaken for it.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+}
+
+// installResources are the init container's: requests equal to limits (so any LimitRange
+// limit/request ratio holds, and a quota on limits finds them), raised to the namespace's floor.
+// An init container adds nothing to the pod's effective request while the driver asks more.
+func installResources(floor corev1.ResourceList) corev1.ResourceRequirements {
+	list := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("50m"),
+		corev1.ResourceMemory: resource.MustParse("32Mi"),
+	}
+	for name, q := range floor {
+		if cur, ok := list[name]; !ok || q.Cmp(cur) > 0 {
+			list[name] = q
+		}
+	}
+	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}
 }

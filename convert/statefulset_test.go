@@ -407,9 +407,15 @@ func TestInstallContainer(t *testing.T) {
 	if want := []string{"/driverset", "copy-binary", "/opt/driverset/bin/driverset"}; !reflect.DeepEqual(c.Command, want) {
 		t.Errorf("command %q, want %q", c.Command, want)
 	}
-	want := corev1.ResourceRequirements{Requests: list("cpu", "10m", "memory", "16Mi"), Limits: list("cpu", "100m", "memory", "32Mi")}
+	want := corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "32Mi"), Limits: list("cpu", "50m", "memory", "32Mi")}
 	if !equalResources(c.Resources, want) {
 		t.Errorf("resources %v, want %v", c.Resources, want)
+	}
+	// Under a LimitRange min the init container asks at least the min, requests still = limits.
+	floored := installContainer(Options{Image: "x", Floor: list("cpu", "100m", "memory", "16Mi")})
+	want = corev1.ResourceRequirements{Requests: list("cpu", "100m", "memory", "32Mi"), Limits: list("cpu", "100m", "memory", "32Mi")}
+	if !equalResources(floored.Resources, want) {
+		t.Errorf("resources under a floor %v, want %v", floored.Resources, want)
 	}
 	if sc := c.SecurityContext; sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || *sc.RunAsUser != 65532 {
 		t.Errorf("securityContext %+v, want a read-only root filesystem and uid 65532", sc)

@@ -207,3 +207,28 @@ func TestDriversetRunsAsItsServiceAccount(t *testing.T) {
 		t.Errorf("listing Nodes as driverset (it watches them): %v", err)
 	}
 }
+
+// A namespace whose LimitRange sets a min per container: the placeholder keeps that min (not 0,
+// which the LimitRanger would refuse), and the app runs.
+func TestLimitRangeMinIsRespected(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	lr := &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "floor"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type: corev1.LimitTypeContainer,
+			Min:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		}}},
+	}
+	if _, err := kube().CoreV1().LimitRanges(ns).Create(ctx, lr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The cache must have seen it before the driver is submitted.
+	time.Sleep(time.Second)
+	r := startApp(t, app(ns, "limited"), 1)
+	p := getPod(t, ns, r.sub.plan.DriverPodName)
+	req := p.Spec.Containers[0].Resources.Requests
+	if cpu := req[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("100m")) != 0 {
+		t.Errorf("placeholder cpu request %s, want the LimitRange min 100m", cpu.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/driverset/driverset/contract"
@@ -33,6 +34,10 @@ type Driver struct {
 	// Enforced is true for the handler behind the namespace-policy entry: every Spark driver pod is
 	// converted. Otherwise only pods labelled driverset.dev/resilient=true are.
 	Enforced bool
+	// LimitRanges, when set, is the informer cache of LimitRanges: a namespace whose LimitRange
+	// sets a min keeps the placeholder at that min rather than 0, or the LimitRanger would refuse
+	// it. A read (never a write, never a live call); when it fails, the placeholder keeps 0.
+	LimitRanges client.Reader
 }
 
 var _ admission.Handler = (*Driver)(nil)
@@ -86,11 +91,23 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 // Default converts pod in place when it is an opted-in Spark driver that driverset does not run
 // yet, and leaves every other pod alone. A pod that cannot be converted safely gives a
 // *convert.NotConvertible, to be answered with a denial.
-func (d *Driver) Default(_ context.Context, pod *corev1.Pod) error {
+func (d *Driver) Default(ctx context.Context, pod *corev1.Pod) error {
 	if d.skip(pod) != "" {
 		return nil
 	}
-	return convert.ToPlaceholder(pod)
+	return convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace))
+}
+
+// floor is what the namespace's LimitRanges require of each placeholder container.
+func (d *Driver) floor(ctx context.Context, ns string) corev1.ResourceList {
+	if d.LimitRanges == nil {
+		return nil
+	}
+	var list corev1.LimitRangeList
+	if err := d.LimitRanges.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	return convert.FloorOf(list.Items)
 }
 
 // skip says why pod is not for this handler to convert, or "" when it is.

@@ -138,8 +138,8 @@ func serve(ctx context.Context, args []string) error {
 		}
 	}
 	hooks := mgr.GetWebhookServer()
-	hooks.Register(webhook.DriverPath, &admission.Webhook{Handler: &webhook.Driver{}})
-	hooks.Register(webhook.DriverEnforcedPath, &admission.Webhook{Handler: &webhook.Driver{Enforced: true}})
+	hooks.Register(webhook.DriverPath, &admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache()}})
+	hooks.Register(webhook.DriverEnforcedPath, &admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache()}})
 	// Executors and new incarnations are looked up in the informer cache, never with a live call.
 	hooks.Register(webhook.ExecutorPath, &admission.Webhook{Handler: &webhook.Executor{Reader: mgr.GetCache()}})
 	hooks.Register(webhook.IncarnationPath, &admission.Webhook{Handler: &webhook.Incarnation{Reader: mgr.GetCache()}})
@@ -164,6 +164,10 @@ func serve(ctx context.Context, args []string) error {
 	}
 	// Ready means the webhook server is up and serving its certificate.
 	if err := mgr.AddReadyzCheck("webhook", hooks.StartedChecker()); err != nil {
+		return err
+	}
+	// The driver webhook reads LimitRanges from the cache: have that informer started with it.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.LimitRange{}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

@@ -58,6 +58,10 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{"", "", "nodes", "get", ""}:   all,
 		{"", "", "nodes", "list", ""}:  all,
 		{"", "", "nodes", "watch", ""}: all,
+		// LimitRanges (informer cache): the placeholder keeps a LimitRange's min rather than 0.
+		{"", "", "limitranges", "get", ""}:   all,
+		{"", "", "limitranges", "list", ""}:  all,
+		{"", "", "limitranges", "watch", ""}: all,
 		// The driver's headless Service: created once, by create-or-get.
 		{"", "", "services", "get", ""}:    all,
 		{"", "", "services", "list", ""}:   all,
