@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +232,19 @@ func TestLimitRangeMinIsRespected(t *testing.T) {
 	req := p.Spec.Containers[0].Resources.Requests
 	if cpu := req[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("100m")) != 0 {
 		t.Errorf("placeholder cpu request %s, want the LimitRange min 100m", cpu.String())
+	}
+}
+
+// The README's install check, run as written against the test bed.
+func TestReadmeInstallCheck(t *testing.T) {
+	out, err := exec.Command(filepath.Join(bed.cluster.BinDir, "kubectl"), "--kubeconfig", bed.cluster.KubeconfigPath,
+		"run", "driverset-check", "--dry-run=server", "--restart=Never", "--image=apache/spark",
+		"--labels=spark-role=driver,driverset.dev/resilient=true",
+		"-o", "jsonpath={.spec.schedulingGates}", "--", "driver", "--class", "Check", "check.jar").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl run: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"name":"`+contract.GatePlaceholder+`"`) {
+		t.Errorf("the README's check printed %q, want driverset's gate", out)
 	}
 }

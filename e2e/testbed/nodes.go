@@ -131,14 +131,10 @@ func (c *Cluster) node(name string) (*kwokNode, error) {
 // are evicted after PodEvictionTimeout and then stay Terminating, since nobody confirms that
 // their containers stopped.
 func (c *Cluster) KillNode(ctx context.Context, name string) error {
-	n, err := c.node(name)
+	p, err := c.detachKwok(name)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	p := n.proc
-	n.proc = nil
-	c.mu.Unlock()
 	if p == nil {
 		return fmt.Errorf("testbed: node %s is already dead", name)
 	}
@@ -173,14 +169,10 @@ func (c *Cluster) ReviveNode(ctx context.Context, name string) error {
 // DeleteNode stops the node's kwok (if alive) and deletes the Node object, as a cluster
 // autoscaler or node auto-repair would. Pods bound to it are left to PodGC.
 func (c *Cluster) DeleteNode(ctx context.Context, name string) error {
-	n, err := c.node(name)
+	p, err := c.detachKwok(name)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	p := n.proc
-	n.proc = nil
-	c.mu.Unlock()
 	if p != nil {
 		p.stop()
 	}
@@ -270,4 +262,18 @@ func NodeSchedulable(node *corev1.Node) bool {
 		}
 	}
 	return true
+}
+
+// detachKwok takes the node's kwok process out of the cluster's books (nil when it is dead
+// already), for the caller to stop or kill.
+func (c *Cluster) detachKwok(name string) (*process, error) {
+	n, err := c.node(name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := n.proc
+	n.proc = nil
+	return p, nil
 }
