@@ -2,8 +2,14 @@
 // cluster mode (Plan, Submit) and the driver JVM that then runs in a pod (StartDriver). Both talk
 // to an apiserver through client-go and build the objects that Spark 2.4, 3.5 and 4.1 build, call
 // by call, so that driverset's webhook and controller can be tested against what Spark really
-// sends. The behaviour followed is the one written down in /work/shared/spark-facts.md and in
+// sends. The behaviour followed is the one written down in the project's spark-facts notes and in
 // Spark's resource-managers/kubernetes sources; each file says which part it plays.
+//
+// Not confirmed against a release tag (read from Spark's main line, or inferred): whether 2.4's
+// driver Service has no labels, whether 3.5's ConfigMap also carries spark.kubernetes.namespace,
+// the IP-family fields of the 3.5/4.1 Service, 2.4's executor container name, and the exact
+// spark-version label values (2.4.8, 3.5.7, 4.1.2 are used). Not simulated: the driver's 1 s wait
+// for its own pod to be Ready, spark-defaults.conf, and envFrom.
 package sparksim
 
 import "fmt"
