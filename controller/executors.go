@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // clearStaleExecutors removes the executors that earlier incarnations of the driver left (they
@@ -41,7 +42,7 @@ func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1
 		return fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), stale), nil
 	}
 	patch := client.MergeFrom(driver.DeepCopy())
-	driver.Spec.SchedulingGates = withoutGate(driver.Spec.SchedulingGates, contract.GateStaleExecutors)
+	convert.RemoveGate(&driver.Spec, contract.GateStaleExecutors)
 	if err := r.Client.Patch(ctx, driver, patch); err != nil {
 		return "", err
 	}
@@ -77,23 +78,4 @@ func (r *Placeholder) nodeGoneOrNotReady(ctx context.Context, name string) bool 
 	}
 	c := nodeReady(&n)
 	return c == nil || c.Status != corev1.ConditionTrue
-}
-
-func hasGate(p *corev1.Pod, name string) bool {
-	for _, g := range p.Spec.SchedulingGates {
-		if g.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func withoutGate(gates []corev1.PodSchedulingGate, name string) []corev1.PodSchedulingGate {
-	out := make([]corev1.PodSchedulingGate, 0, len(gates))
-	for _, g := range gates {
-		if g.Name != name {
-			out = append(out, g)
-		}
-	}
-	return out
 }

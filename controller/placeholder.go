@@ -98,7 +98,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, fenceAfter); err != nil {
 			return ctrl.Result{}, err
 		}
-		if driver != nil && hasGate(driver, contract.GateStaleExecutors) {
+		if driver != nil && convert.HasGate(&driver.Spec, contract.GateStaleExecutors) {
 			if view.Note, err = r.clearStaleExecutors(ctx, &p, driver); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -252,7 +252,7 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 
 // runningOn reports whether st says the driver runs in pod d on its node.
 func runningOn(st corev1.PodStatus, d *corev1.Pod) bool {
-	m := fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(d), d.Spec.NodeName)
+	m := runningMessage(d)
 	return st.Phase == corev1.PodRunning && (st.Message == m || strings.HasPrefix(st.Message, m+"; "))
 }
 

@@ -580,7 +580,7 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 	if res.RequeueAfter <= 0 {
 		t.Error("no requeue while stale executors remain")
 	}
-	if !hasGate(h.driver(), contract.GateStaleExecutors) {
+	if !convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
 		t.Fatal("gate lifted while stale executors remain")
 	}
 	deleted := map[string]deletion{}
@@ -605,7 +605,7 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 	h.stopped("pi-exec-1")
 	h.stopped("pi-exec-3")
 	h.reconcile()
-	if d := h.driver(); hasGate(d, contract.GateStaleExecutors) || len(d.Spec.SchedulingGates) != 0 {
+	if d := h.driver(); convert.HasGate(&d.Spec, contract.GateStaleExecutors) || len(d.Spec.SchedulingGates) != 0 {
 		t.Errorf("driver pod gates = %+v, want none", d.Spec.SchedulingGates)
 	}
 	h.expectEvents([]string{"Normal ExecutorsCleared"}, map[string][]string{"ExecutorsCleared": {h.names.DriverPodName()}})

@@ -95,7 +95,7 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 			cs.Started = driverCS.Started
 			ready = driverCS.Ready && podReady(v.Driver)
 			cs.Ready = ready
-			st.Message = fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
+			st.Message = runningMessage(v.Driver)
 		default:
 			// Scheduled or not, the driver has not started yet (or its node was lost before it did).
 			if cur.Phase == corev1.PodRunning {
@@ -131,6 +131,12 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 		st.StartTime = &now
 	}
 	return st
+}
+
+// runningMessage is the placeholder's status message while the driver runs in pod d; the Event
+// that reports it is recorded when the status first says so (see runningOn).
+func runningMessage(d *corev1.Pod) string {
+	return fmt.Sprintf("driverset: the driver runs in pod %s on node %s", podRef(d), d.Spec.NodeName)
 }
 
 func podRef(p *corev1.Pod) string {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/wrap"
 )
 
 // Names and paths driverset adds to the driver's pod template. Check refuses pods that already use
@@ -27,7 +28,8 @@ const (
 	// BinaryPath is where the driver container finds the driverset binary.
 	BinaryPath = MountPath + "/bin/driverset"
 	// StateDir is where `driverset wrap` records the driver's exit; it survives container restarts.
-	StateDir = MountPath + "/state"
+	// wrap's own default, so the template and the wrapper cannot disagree; it lies in MountPath.
+	StateDir = wrap.DefaultStateDir
 )
 
 // NotConvertible is returned when a driver cannot be taken over safely. Reason is shown to the

@@ -20,7 +20,7 @@ func persistedPlaceholder(p *corev1.Pod) (contract.Names, error) {
 	if p.Name == "" || p.Namespace == "" || p.UID == "" {
 		return contract.Names{}, fmt.Errorf("pod %s is not persisted yet (it needs a name, a namespace and a UID)", podRef(p))
 	}
-	if !hasGate(p.Spec.SchedulingGates, contract.GatePlaceholder) {
+	if !HasGate(&p.Spec, contract.GatePlaceholder) {
 		return contract.Names{}, fmt.Errorf("pod %s has no scheduling gate %s, so it could run itself; driverset runs "+
 			"a driver only for a gated placeholder", podRef(p), contract.GatePlaceholder)
 	}

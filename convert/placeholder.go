@@ -55,7 +55,7 @@ func ToPlaceholderWithin(pod *corev1.Pod, floor corev1.ResourceList) error {
 	if IsPlaceholder(pod) {
 		// A real placeholder got its gate in the same patch as its label; one without the gate
 		// would run bare while claiming to be held.
-		if !hasGate(pod.Spec.SchedulingGates, contract.GatePlaceholder) {
+		if !HasGate(&pod.Spec, contract.GatePlaceholder) {
 			return notConvertible(pod, "it carries driverset's placeholder label %s or annotation %s but not its "+
 				"scheduling gate %s; remove that label and annotation and let driverset convert the pod",
 				contract.LabelPlaceholder, contract.AnnotationResources, contract.GatePlaceholder)
@@ -81,9 +81,7 @@ func ToPlaceholderWithin(pod *corev1.Pod, floor corev1.ResourceList) error {
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[contract.LabelPlaceholder] = "true"
-	if !hasGate(pod.Spec.SchedulingGates, contract.GatePlaceholder) {
-		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: contract.GatePlaceholder})
-	}
+	AddGate(&pod.Spec, contract.GatePlaceholder)
 	return nil
 }
 
@@ -114,15 +112,6 @@ func shrink(r *corev1.ResourceRequirements, floor corev1.ResourceList) {
 	if len(r.Limits) == 0 {
 		r.Limits = nil
 	}
-}
-
-func hasGate(gates []corev1.PodSchedulingGate, name string) bool {
-	for _, g := range gates {
-		if g.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // RealResources returns the resources recorded on a placeholder, or nil when it has none recorded

@@ -99,7 +99,7 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 	}
 
 	spec := &t.Spec
-	spec.SchedulingGates = withoutGate(spec.SchedulingGates, contract.GatePlaceholder)
+	RemoveGate(spec, contract.GatePlaceholder)
 	// The only policy a StatefulSet allows; `driverset wrap` makes sure the driver still runs once.
 	spec.RestartPolicy = corev1.RestartPolicyAlways
 	// Set on p by the scheduler or by admission plugins that set them again for S-0 (Priority,
@@ -139,16 +139,6 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 	}
 	wrapDriver(driver, entry, n.DriverHost(p.Namespace))
 	return t, nil
-}
-
-func withoutGate(gates []corev1.PodSchedulingGate, name string) []corev1.PodSchedulingGate {
-	var out []corev1.PodSchedulingGate
-	for _, g := range gates {
-		if g.Name != name {
-			out = append(out, g)
-		}
-	}
-	return out
 }
 
 // removeServiceAccountVolume drops the token volume the ServiceAccount admission plugin injected into

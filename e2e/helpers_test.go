@@ -170,16 +170,6 @@ func ownedBy(o metav1.Object, owner metav1.Object) bool {
 	return ref != nil && ref.UID == owner.GetUID() && len(o.GetOwnerReferences()) == 1
 }
 
-// hasGate reports whether pod carries scheduling gate name.
-func hasGate(pod *corev1.Pod, name string) bool {
-	for _, g := range pod.Spec.SchedulingGates {
-		if g.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // runningApp is an opted-in app whose driver runs in its StatefulSet's pod and has made executors.
 type runningApp struct {
 	sub       *submission

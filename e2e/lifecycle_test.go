@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/e2e/sparksim"
 	"github.com/driverset/driverset/wrap"
 )
@@ -36,7 +37,7 @@ func TestOptedInDriverRunsAsStatefulSetAndCompletes(t *testing.T) {
 	ns := namespace(t, nil)
 	s := submit(t, app(ns, "spark-pi"))
 	p := getPod(t, ns, s.plan.DriverPodName)
-	if p.Labels[contract.LabelPlaceholder] != "true" || !hasGate(p, contract.GatePlaceholder) {
+	if p.Labels[contract.LabelPlaceholder] != "true" || !convert.HasGate(&p.Spec, contract.GatePlaceholder) {
 		t.Fatalf("driver pod was not admitted as a gated placeholder: labels %v, gates %v", p.Labels, p.Spec.SchedulingGates)
 	}
 	names := contract.NamesFor(p.Name)
@@ -95,7 +96,7 @@ func TestOptedInDriverRunsAsStatefulSetAndCompletes(t *testing.T) {
 		t.Error("a finished driver was started again")
 	}
 	p = getPod(t, ns, p.Name)
-	if p.Spec.NodeName != "" || !hasGate(p, contract.GatePlaceholder) {
+	if p.Spec.NodeName != "" || !convert.HasGate(&p.Spec, contract.GatePlaceholder) {
 		t.Errorf("the placeholder was scheduled (node %q, gates %v)", p.Spec.NodeName, p.Spec.SchedulingGates)
 	}
 	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 0 {
@@ -184,7 +185,7 @@ func TestNewIncarnationWaitsForStaleExecutors(t *testing.T) {
 			return false, nil
 		}
 		d1 = p
-		return hasGate(p, contract.GateStaleExecutors), nil
+		return convert.HasGate(&p.Spec, contract.GateStaleExecutors), nil
 	})
 	time.Sleep(3 * time.Second)
 	if p := getPod(t, ns, names.DriverPodName()); p.UID != d1.UID || p.Spec.NodeName != "" {

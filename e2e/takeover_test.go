@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/e2e/sparksim"
 )
 
@@ -62,7 +63,7 @@ func TestNamespacePolicyEnforce(t *testing.T) {
 	a.DriverLabels = nil
 	s := submit(t, a)
 	p := getPod(t, enforced, s.plan.DriverPodName)
-	if !hasGate(p, contract.GatePlaceholder) {
+	if !convert.HasGate(&p.Spec, contract.GatePlaceholder) {
 		t.Errorf("driver in an enforce namespace was not converted: gates %v", p.Spec.SchedulingGates)
 	}
 	runningDriver(t, enforced, contract.NamesFor(p.Name), "")

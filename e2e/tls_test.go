@@ -27,6 +27,7 @@ import (
 
 	"github.com/driverset/driverset/certs"
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
 )
@@ -442,7 +443,7 @@ func (s *stream) submitOne(ctx context.Context, a sparksim.App) {
 	if err == nil {
 		p := res.Pod
 		r.pod = p.Name
-		if p.Labels[contract.LabelPlaceholder] != "true" || !hasGate(p, contract.GatePlaceholder) {
+		if p.Labels[contract.LabelPlaceholder] != "true" || !convert.HasGate(&p.Spec, contract.GatePlaceholder) {
 			r.err = fmt.Errorf("admitted but not converted: labels %v, gates %v", p.Labels, p.Spec.SchedulingGates)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // IncarnationPath serves the webhook entry that selects driverset's own driver pods.
@@ -82,7 +83,7 @@ func incarnationApp(pod *corev1.Pod) (app, reason string) {
 // it is the controller's, once the executors are gone.
 func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod) string {
 	if len(executors) == 0 {
-		if hasGate(pod, contract.GateStaleExecutors) {
+		if convert.HasGate(&pod.Spec, contract.GateStaleExecutors) {
 			return "already held until the stale executors are gone"
 		}
 		return "no executors of an earlier incarnation"
@@ -92,9 +93,7 @@ func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod) string {
 		// would keep the driver down for good.
 		return fmt.Sprintf("bound to node %s, so it cannot be held although %s", pod.Spec.NodeName, staleSummary(executors))
 	}
-	if !hasGate(pod, contract.GateStaleExecutors) {
-		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: contract.GateStaleExecutors})
-	}
+	convert.AddGate(&pod.Spec, contract.GateStaleExecutors)
 	return fmt.Sprintf("held by scheduling gate %s: %s", contract.GateStaleExecutors, staleSummary(executors))
 }
 
@@ -112,13 +111,4 @@ func staleSummary(executors []corev1.Pod) string {
 		names = names[:shown]
 	}
 	return fmt.Sprintf("%d executor pod(s) of an earlier incarnation still exist (%s%s)", len(executors), strings.Join(names, ", "), more)
-}
-
-func hasGate(pod *corev1.Pod, name string) bool {
-	for _, g := range pod.Spec.SchedulingGates {
-		if g.Name == name {
-			return true
-		}
-	}
-	return false
 }

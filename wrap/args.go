@@ -9,10 +9,10 @@ import (
 	"slices"
 )
 
-// Defaults of wrap's flags: the emptyDir the controller mounts, and the kubelet's default
-// terminationMessagePath.
+// Defaults of wrap's flags: where the driver pod's template mounts its emptyDir (convert.StateDir
+// is this very constant), and the kubelet's default terminationMessagePath.
 const (
-	DefaultStateDir       = "/driverset/state"
+	DefaultStateDir       = "/opt/driverset/state"
 	DefaultTerminationLog = "/dev/termination-log"
 )
 
