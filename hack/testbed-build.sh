@@ -75,7 +75,7 @@ export CGO_ENABLED=0
 
 # --- Kubernetes: a wrapper module, since `go install` refuses a module with replace directives.
 k8s="$out/src/kubernetes"
-if [[ ! -x "$bin/kube-apiserver" || ! -x "$bin/kube-controller-manager" || ! -x "$bin/kube-scheduler" || ! -x "$bin/kubectl" ]]; then
+if [[ ! -x "$bin/kube-apiserver" || ! -x "$bin/kube-controller-manager" || ! -x "$bin/kube-scheduler" || ! -x "$bin/kubectl" || ! -x "$bin/kubelet" || ! -x "$bin/kube-proxy" ]]; then
   mkdir -p "$k8s"
   modfile=$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   staging_version="v0${KUBERNETES_VERSION#v1}" # v1.37.2 -> v0.37.2
@@ -104,7 +104,9 @@ if [[ ! -x "$bin/kube-apiserver" || ! -x "$bin/kube-controller-manager" || ! -x 
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 fi
 
 # --- etcd: the server module's etcdmain behind a five-line main.
