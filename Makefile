@@ -8,10 +8,10 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e bench testbed-bin testbed-up testbed-down demo lint build
+.PHONY: test test-unit e2e e2e-real node-packages bench testbed-bin testbed-up testbed-down demo lint build
 
-## test: every test, the test-bed scenarios included, one package at a time (what CI runs)
-test: testbed-bin
+## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
+test: testbed-bin node-packages
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...
 
 ## test-unit: the fast tests alone (no binaries, seconds)
@@ -21,6 +21,14 @@ test-unit:
 ## e2e: only driverset's scenarios on the test bed, verbose
 e2e: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m ./e2e/
+
+## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; needs root), verbose
+e2e-real: testbed-bin node-packages
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m ./e2e/realnode/
+
+## node-packages: install the Debian packages real nodes need (runc, iptables, conntrack), when missing
+node-packages:
+	@hack/node-packages.sh
 
 ## testbed-bin: build (or find) the test bed's binaries and print their folder
 testbed-bin:

@@ -18,7 +18,7 @@ find_kubectl() {
   # shellcheck source=testbed-versions.env
   source "$root/hack/testbed-versions.env"
   built="${DRIVERSET_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/driverset-testbed}"
-  built+="/k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_$(go env GOOS)-$(go env GOARCH)/bin/kubectl"
+  built+="/${TESTBED_KEY}_$(go env GOOS)-$(go env GOARCH)/bin/kubectl"
   for c in "${KUBECTL:-}" "${DRIVERSET_TESTBED_BIN:+$DRIVERSET_TESTBED_BIN/kubectl}" "$built"; do
     if [[ -n $c && -x $c ]]; then
       echo "$c"

@@ -5,6 +5,12 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
 #   etcd                                                              (go.etcd.io/etcd/server/v3)
 #   kwok                                                              (sigs.k8s.io/kwok)
+#   kubelet, kube-proxy (real nodes)                                  (k8s.io/kubernetes)
+#   containerd, containerd-shim-runc-v2, ctr                          (github.com/containerd/containerd/v2)
+#   cni/bridge, cni/host-local, cni/loopback                          (github.com/containernetworking/plugins)
+#   coredns, with only the plugins cluster DNS needs                  (github.com/coredns/coredns)
+#
+# runc, iptables and conntrack are Debian packages (hack/node-packages.sh installs them).
 #
 # A folder that is complete (its .done stamp exists) is reused as is. A cold build takes
 # 20-40 minutes on 2 cores; progress goes to stderr every 30 s.
@@ -17,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/testbed-versions.env"
 
 cache=${DRIVERSET_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/driverset-testbed}
-key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_$(go env GOOS)-$(go env GOARCH)"
+key="${TESTBED_KEY}_$(go env GOOS)-$(go env GOARCH)"
 out="$cache/$key"
 bin="$out/bin"
 
@@ -131,6 +137,54 @@ fi
 # --- kwok: a plain module.
 if [[ ! -x "$bin/kwok" ]]; then
   build kwok "$out" env GOFLAGS= GOBIN="$bin" go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+fi
+
+# --- containerd: the daemon, its runc shim and ctr (to import images), without the storage
+# drivers that need cgo or kernel modules.
+if [[ ! -x "$bin/containerd" || ! -x "$bin/containerd-shim-runc-v2" || ! -x "$bin/ctr" ]]; then
+  build containerd "$out" env GOFLAGS= GOBIN="$bin" go install -v -trimpath -ldflags "-s -w" \
+    -tags "no_btrfs,no_devmapper,no_zfs,osusergo,netgo" \
+    "github.com/containerd/containerd/v2/cmd/containerd@${CONTAINERD_VERSION}" \
+    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
+    "github.com/containerd/containerd/v2/cmd/ctr@${CONTAINERD_VERSION}"
+fi
+
+# --- CNI plugins: a bridge per node with host-local addresses, and loopback.
+if [[ ! -x "$bin/cni/bridge" || ! -x "$bin/cni/host-local" || ! -x "$bin/cni/loopback" ]]; then
+  mkdir -p "$bin/cni"
+  build cni "$out" env GOFLAGS= GOBIN="$bin/cni" go install -v -trimpath -ldflags "-s -w" \
+    "github.com/containernetworking/plugins/plugins/main/bridge@${CNI_PLUGINS_VERSION}" \
+    "github.com/containernetworking/plugins/plugins/ipam/host-local@${CNI_PLUGINS_VERSION}" \
+    "github.com/containernetworking/plugins/plugins/main/loopback@${CNI_PLUGINS_VERSION}"
+fi
+
+# --- CoreDNS with only the plugins cluster DNS needs: its full set pulls in every cloud SDK.
+coredns="$out/src/coredns"
+if [[ ! -x "$bin/coredns" ]]; then
+  mkdir -p "$coredns"
+  cat >"$coredns/main.go" <<'EOF'
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func main() {
+	// The order in which these plugins see a query (CoreDNS's plugin.cfg, cut down).
+	dnsserver.Directives = []string{"log", "errors", "health", "ready", "cache", "kubernetes"}
+	coremain.Run()
+}
+EOF
+  printf 'module driverset.dev/testbed/coredns\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$coredns/go.mod"
+  build coredns "$coredns" sh -c 'go mod tidy && go build -v -trimpath -ldflags "-s -w" -o "$0/coredns" .' "$bin"
 fi
 
 "$bin/kube-apiserver" --version >&2

@@ -143,6 +143,7 @@ type pki struct {
 	CA, FrontProxyCA                        *keyPair
 	APIServer, Admin, ControllerManager     *keyPair
 	Scheduler, FrontProxyClient             *keyPair
+	KubeletClient                           *keyPair // the apiserver, to real kubelets
 	ServiceAccountKey                       crypto.Signer
 	ServiceAccountKeyPEM, ServiceAccountPub []byte
 	files                                   pkiFiles
@@ -156,6 +157,7 @@ type pkiFiles struct {
 	APIServerCert, APIServerKey            string
 	FrontProxyClientCert, FrontProxyClient string
 	SAKey, SAPub                           string
+	KubeletClientCert, KubeletClientKey    string
 }
 
 // newPKI mints the cluster's certificates. serviceIP is the `kubernetes` Service's ClusterIP,
@@ -178,13 +180,14 @@ func newPKI(serviceIP net.IP) (*pki, error) {
 			CommonName: "kube-apiserver",
 			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc.cluster.local"},
-			IPs:    []net.IP{net.IPv4(127, 0, 0, 1), serviceIP},
+			IPs:    []net.IP{net.IPv4(127, 0, 0, 1), serviceIP, net.ParseIP(realHostIP)},
 			Server: true,
 		}},
 		{&p.Admin, p.CA, certSpec{CommonName: userAdmin, Organization: []string{groupMasters}}},
 		{&p.ControllerManager, p.CA, certSpec{CommonName: userControllerManager}},
 		{&p.Scheduler, p.CA, certSpec{CommonName: userScheduler}},
 		{&p.FrontProxyClient, p.FrontProxyCA, certSpec{CommonName: userFrontProxy}},
+		{&p.KubeletClient, p.CA, certSpec{CommonName: "kube-apiserver-kubelet-client", Organization: []string{groupMasters}}},
 	}
 	for _, l := range leaves {
 		if *l.dst, err = l.ca.issue(l.spec); err != nil {
@@ -220,6 +223,8 @@ func (p *pki) write(dir string) error {
 		FrontProxyClient:     filepath.Join(dir, "front-proxy-client.key"),
 		SAKey:                filepath.Join(dir, "sa.key"),
 		SAPub:                filepath.Join(dir, "sa.pub"),
+		KubeletClientCert:    filepath.Join(dir, "kubelet-client.crt"),
+		KubeletClientKey:     filepath.Join(dir, "kubelet-client.key"),
 	}
 	for path, data := range map[string][]byte{
 		f.CACert:               p.CA.CertPEM,
@@ -231,6 +236,8 @@ func (p *pki) write(dir string) error {
 		f.FrontProxyClient:     p.FrontProxyClient.KeyPEM,
 		f.SAKey:                p.ServiceAccountKeyPEM,
 		f.SAPub:                p.ServiceAccountPub,
+		f.KubeletClientCert:    p.KubeletClient.CertPEM,
+		f.KubeletClientKey:     p.KubeletClient.KeyPEM,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return err

@@ -20,7 +20,10 @@ const (
 
 // layout is everything the component command lines are built from.
 type layout struct {
-	Dir                    string
+	Dir string
+	// APIHost is the address the apiserver listens on and every client dials: 127.0.0.1, or
+	// the host's address on the real nodes' network when there are real nodes.
+	APIHost                string
 	EtcdClientPort         int
 	EtcdPeerPort           int
 	APIServerPort          int
@@ -61,9 +64,9 @@ const admissionPlugins = "NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultT
 
 func apiserverArgs(l layout) []string {
 	toleration := strconv.Itoa(ceilSeconds(l.PodEvictionTimeout))
-	return []string{
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+	args := []string{
+		"--bind-address=" + l.APIHost,
+		"--advertise-address=" + l.APIHost,
 		"--secure-port=" + strconv.Itoa(l.APIServerPort),
 		"--etcd-servers=" + l.etcdURL(),
 		"--service-cluster-ip-range=" + serviceCIDR,
@@ -90,7 +93,23 @@ func apiserverArgs(l layout) []string {
 		"--proxy-client-key-file=" + l.PKI.FrontProxyClient,
 		"--default-not-ready-toleration-seconds=" + toleration,
 		"--default-unreachable-toleration-seconds=" + toleration,
+		// Real kubelets: the apiserver authenticates to them for logs and exec.
+		"--kubelet-client-certificate=" + l.PKI.KubeletClientCert,
+		"--kubelet-client-key=" + l.PKI.KubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
 	}
+	if l.APIHost != "127.0.0.1" {
+		// Real nodes: publish the apiserver's address in the kubernetes Service (pods reach it
+		// through kube-proxy), and call webhooks at their pods' IPs, which the host routes to,
+		// rather than at Service IPs, which only the nodes' kube-proxies translate.
+		for i, a := range args {
+			if a == "--endpoint-reconciler-type=none" {
+				args[i] = "--endpoint-reconciler-type=lease"
+			}
+		}
+		args = append(args, "--enable-aggregator-routing=true")
+	}
+	return args
 }
 
 func controllerManagerArgs(l layout) []string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,9 @@ func (c *Cluster) node(name string) (*kwokNode, error) {
 // are evicted after PodEvictionTimeout and then stay Terminating, since nobody confirms that
 // their containers stopped.
 func (c *Cluster) KillNode(ctx context.Context, name string) error {
+	if n, ok := c.realNode(name); ok {
+		return c.killRealNode(n)
+	}
 	p, err := c.detachKwok(name)
 	if err != nil {
 		return err
@@ -145,6 +149,9 @@ func (c *Cluster) KillNode(ctx context.Context, name string) error {
 // ReviveNode starts the node's kwok again and waits until the new kwok holds the node's Lease
 // and the node is Ready and schedulable. Pods left Terminating on it are then finalized.
 func (c *Cluster) ReviveNode(ctx context.Context, name string) error {
+	if n, ok := c.realNode(name); ok {
+		return c.reviveRealNode(ctx, n)
+	}
 	n, err := c.node(name)
 	if err != nil {
 		return err
@@ -169,6 +176,13 @@ func (c *Cluster) ReviveNode(ctx context.Context, name string) error {
 // DeleteNode stops the node's kwok (if alive) and deletes the Node object, as a cluster
 // autoscaler or node auto-repair would. Pods bound to it are left to PodGC.
 func (c *Cluster) DeleteNode(ctx context.Context, name string) error {
+	if n, ok := c.realNode(name); ok {
+		// The machine goes away with its Node object: kill it if it still runs.
+		if err := c.killRealNode(n); err != nil && !strings.Contains(err.Error(), "already dead") {
+			return err
+		}
+		return client404(c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+	}
 	p, err := c.detachKwok(name)
 	if err != nil {
 		return err
@@ -276,4 +290,12 @@ func (c *Cluster) detachKwok(name string) (*process, error) {
 	p := n.proc
 	n.proc = nil
 	return p, nil
+}
+
+// client404 treats NotFound as success.
+func client404(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

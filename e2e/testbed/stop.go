@@ -39,6 +39,10 @@ func (c *Cluster) Stop() error {
 	keep := c.keep
 	c.mu.Unlock()
 
+	// Real nodes first, hard: their containers die with them, and their cgroups and network
+	// can be removed only once nothing runs in them.
+	err := c.stopRealNodes()
+
 	// Clients and the apiserver together, then etcd, which they all need while they shut down.
 	for _, wave := range [][]*process{first, last} {
 		var wg sync.WaitGroup
@@ -47,7 +51,6 @@ func (c *Cluster) Stop() error {
 		}
 		wg.Wait()
 	}
-	var err error
 	for _, wave := range [][]*process{first, last} {
 		for _, p := range wave {
 			if !p.exited() {

@@ -62,6 +62,15 @@ type Options struct {
 	PodEvictionTimeout time.Duration
 	// Log gets progress lines ("etcd ready in 1.2s"). Default io.Discard.
 	Log io.Writer
+	// RealNodes is how many real nodes start, named node-1..N: kubelet, containerd and
+	// kube-proxy in namespaces of their own, running real containers (realnode.go). With real
+	// nodes the apiserver listens on the nodes' network (10.77.0.1) instead of 127.0.0.1, and
+	// CoreDNS serves cluster.local there. Default 0.
+	RealNodes int
+	// Images are OCI image archives imported into every real node's containerd (no registry is
+	// reachable); PauseImage, the name of the pod sandbox image among them.
+	Images     []string
+	PauseImage string
 }
 
 func (o Options) withDefaults() Options {
@@ -120,6 +129,9 @@ type Cluster struct {
 	logged    map[string]bool     // every component that ever ran, deleted nodes' kwoks included
 	nodes     map[string]*kwokNode
 	nextIndex int // the next node's index: its /24 and node IP
+	net       hostNet
+	real      map[string]*realNode
+	nextReal  int // the next real node's index
 	keep      bool
 	stopped   bool
 	stopErr   error
@@ -162,6 +174,16 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		logged:    map[string]bool{},
 		nodes:     map[string]*kwokNode{},
 		nextIndex: 1,
+		real:      map[string]*realNode{},
+		nextReal:  1,
+	}
+	if o.RealNodes > 0 {
+		if err := checkRealNodePrereqs(o.BinDir); err != nil {
+			return nil, err
+		}
+		if o.PauseImage == "" || len(o.Images) == 0 {
+			return nil, errors.New("testbed: real nodes need Images and a PauseImage among them")
+		}
 	}
 	if err := c.start(ctx); err != nil {
 		c.keep = true
@@ -184,6 +206,13 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	_, svcNet, _ := net.ParseCIDR(serviceCIDR)
 	kubernetesIP := net.IPv4(svcNet.IP[0], svcNet.IP[1], svcNet.IP[2], svcNet.IP[3]+1)
+	apiHost := "127.0.0.1"
+	if c.opts.RealNodes > 0 {
+		if err := c.startNetwork(); err != nil {
+			return err
+		}
+		apiHost = realHostIP
+	}
 	if c.pki, err = newPKI(kubernetesIP); err != nil {
 		return err
 	}
@@ -192,6 +221,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.lay = layout{
 		Dir:                    c.Dir,
+		APIHost:                apiHost,
 		EtcdClientPort:         ports[0],
 		EtcdPeerPort:           ports[1],
 		APIServerPort:          ports[2],
@@ -205,7 +235,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		SchedulerKC:            filepath.Join(c.Dir, "scheduler.kubeconfig"),
 		KwokConfig:             filepath.Join(c.Dir, "kwok-stages.yaml"),
 	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", c.lay.APIServerPort)
+	server := fmt.Sprintf("https://%s:%d", apiHost, c.lay.APIServerPort)
 	for path, id := range map[string]*keyPair{
 		c.lay.AdminKC:             c.pki.Admin,
 		c.lay.ControllerManagerKC: c.pki.ControllerManager,
@@ -241,7 +271,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitFor(ctx, "kube-apiserver /readyz", c.apiserverReady); err != nil {
 		return err
 	}
-	c.logf("kube-apiserver ready in %.1fs (https://127.0.0.1:%d)", time.Since(step).Seconds(), c.lay.APIServerPort)
+	c.logf("kube-apiserver ready in %.1fs (%s)", time.Since(step).Seconds(), server)
 
 	if err := c.startComponent(ComponentControllerManager, "kube-controller-manager", controllerManagerArgs(c.lay)); err != nil {
 		return err
@@ -266,6 +296,18 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if len(names) > 0 {
 		c.logf("%d nodes Ready in %.1fs", len(names), time.Since(step).Seconds())
+	}
+	if c.opts.RealNodes > 0 {
+		step = time.Now()
+		if err := c.startCoreDNS(); err != nil {
+			return err
+		}
+		for i := 1; i <= c.opts.RealNodes; i++ {
+			if err := c.AddRealNode(ctx, fmt.Sprintf("%s%d", RealNodePrefix, i)); err != nil {
+				return err
+			}
+		}
+		c.logf("%d real nodes Ready in %.1fs", c.opts.RealNodes, time.Since(step).Seconds())
 	}
 	if err := c.waitFor(ctx, "ServiceAccount default/default", c.defaultServiceAccountExists); err != nil {
 		return err

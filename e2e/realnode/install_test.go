@@ -1,0 +1,101 @@
+//go:build testbed
+
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
+)
+
+// driversetNamespace is where install.yaml puts driverset.
+const driversetNamespace = "driverset-system"
+
+// installDriverset installs driverset the way the README tells an admin to: install.yaml rendered
+// for an image (hack/render-install.sh with DRIVERSET_IMAGE), applied server-side; then waits
+// until both replicas are Ready and the webhook converts a driver through its Service.
+func installDriverset(ctx context.Context) error {
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(bed.dir, "install.yaml")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "render-install.sh"), out)
+	cmd.Env = append(os.Environ(), "DRIVERSET_IMAGE="+bed.images.driverset, "KUBECTL="+filepath.Join(bed.cluster.BinDir, "kubectl"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("render-install.sh: %w: %s", err, b)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	objs, err := harness.Decode(f)
+	if err != nil {
+		return err
+	}
+	if err := harness.Apply(ctx, bed.cluster.Config, objs); err != nil {
+		return err
+	}
+	c := bed.cluster.Client
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := c.AppsV1().Deployments(driversetNamespace).Get(ctx, "driverset", metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not there yet
+		}
+		last = fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, *d.Spec.Replicas)
+		return d.Status.ReadyReplicas == *d.Spec.Replicas, nil
+	})
+	if err != nil {
+		return fmt.Errorf("driverset's Deployment never became ready (%s): %w\n%s", last, err, podsReport(ctx, driversetNamespace))
+	}
+	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
+	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "driverset-check", Namespace: "default",
+				Labels: map[string]string{contract.LabelSparkRole: contract.RoleDriver, contract.LabelResilient: "true"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: contract.DriverContainerName, Image: bed.images.simspark, Args: []string{"driver", "--class", "Check", "check.jar"},
+			}}},
+		}
+		got, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, g := range got.Spec.SchedulingGates {
+			if g.Name == contract.GatePlaceholder {
+				return true, nil
+			}
+		}
+		last = fmt.Sprintf("no gate: %v", got.Spec.SchedulingGates)
+		return false, nil
+	})
+}
+
+// podsReport says where each pod of ns is and why it is not ready, for failure messages.
+func podsReport(ctx context.Context, ns string) string {
+	l, err := bed.cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	s := ""
+	for _, p := range l.Items {
+		s += fmt.Sprintf("  %s on %q: %s %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
+		for _, cs := range p.Status.ContainerStatuses {
+			s += fmt.Sprintf("    %s ready=%v restarts=%d state=%+v last=%+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+		}
+	}
+	return s
+}

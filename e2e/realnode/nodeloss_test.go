@@ -1,0 +1,197 @@
+//go:build testbed
+
+package realnode
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/e2e/testbed"
+)
+
+// executors is how many executors the node-loss apps run: enough to show that each incarnation's
+// executors find it at the stable name across nodes.
+const executors = 2
+
+// TestNodeKilledHardThenOutOfService: the driver's node dies with everything on it (kubelet,
+// runtime, containers). Nothing replaces the driver while nobody knows the node is down; once an
+// admin applies the out-of-service taint, a new incarnation runs on another node with the same
+// app id, its executors register with it at the stable name, and spark-submit, still watching,
+// ends with the real outcome.
+func TestNodeKilledHardThenOutOfService(t *testing.T) {
+	ns := namespace(t, nil)
+	s := submit(t, simApp(ns, "killed", executors), nil)
+	first := runningDriver(t, s, "", 3*time.Minute)
+	appID := s.plan.AppID
+	registered := waitLog(t, ns, first.Name, "registered from", executors, 2*time.Minute)
+	for _, l := range registered {
+		if !strings.Contains(l, appID) {
+			t.Errorf("executor registered for another app: %q (app %s)", l, appID)
+		}
+	}
+	node := first.Spec.NodeName
+	if len(driverProcesses(t, node)) != 1 {
+		t.Fatalf("want the driver's process on %s, got %+v", node, processes(t, node, ""))
+	}
+	killed := time.Now()
+	if err := bed.cluster.KillNode(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reviveIfDead(t, node) })
+	t.Logf("killed %s (kubelet, containerd, and every container on it)", node)
+	if left := processes(t, node, ""); len(left) != 0 {
+		t.Fatalf("processes survived the node's death: %+v", left)
+	}
+	waitNodeUnknown(t, node)
+	noSecondDriver(t, s, first, 15*time.Second)
+
+	if err := bed.cluster.TaintOutOfService(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	second := runningDriver(t, s, string(first.UID), 3*time.Minute)
+	t.Logf("recovered on %s %s after the node died", second.Spec.NodeName, time.Since(killed).Round(time.Millisecond))
+	if second.Spec.NodeName == node {
+		t.Fatalf("the new driver runs on the dead node %s", node)
+	}
+	started := waitLog(t, ns, second.Name, "simspark: driver started", 1, time.Minute)
+	if !strings.Contains(started[0], appID) {
+		t.Errorf("the new driver runs another app: %q, want app id %s", started[0], appID)
+	}
+	waitLog(t, ns, second.Name, "registered from", executors, 2*time.Minute)
+	if !s.running() {
+		t.Fatal("spark-submit stopped watching during the recovery")
+	}
+	s.end(t, "0")
+	res := s.wait(t, 2*time.Minute)
+	if res.FinalPhase != corev1.PodSucceeded {
+		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
+	}
+}
+
+// TestNodeCutOffKeepsOneDriverUntilTheAdminActs: the driver's node loses the network while its
+// containers keep running. driverset starts no second driver: the old one may still be working.
+// What happens after an admin declares the node down (the out-of-service taint) while it is in
+// fact alive is shown, not hidden: a new driver starts elsewhere while the old container still
+// runs on the cut-off node, until the node is back and its kubelet stops the container of a
+// pod that no longer exists. "At most one" rests on the admin's word being true.
+func TestNodeCutOffKeepsOneDriverUntilTheAdminActs(t *testing.T) {
+	ns := namespace(t, nil)
+	s := submit(t, simApp(ns, "cutoff", executors), nil)
+	first := runningDriver(t, s, "", 3*time.Minute)
+	waitLog(t, ns, first.Name, "registered from", executors, 2*time.Minute)
+	node := first.Spec.NodeName
+	if err := bed.cluster.PartitionNode(node); err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			_ = bed.cluster.HealNode(node)
+		}
+		untaint(t, node)
+	})
+	waitNodeUnknown(t, node)
+	noSecondDriver(t, s, first, 20*time.Second)
+	if len(driverProcesses(t, node)) == 0 {
+		t.Fatalf("the cut-off node's driver process is gone; the partition should leave it running")
+	}
+
+	if err := bed.cluster.TaintOutOfService(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	second := runningDriver(t, s, string(first.UID), 3*time.Minute)
+	if second.Spec.NodeName == node {
+		t.Fatalf("the new driver runs on the cut-off node %s", node)
+	}
+	old := driverProcesses(t, node)
+	t.Logf("after the taint: new driver on %s; old driver processes still running on cut-off %s: %d",
+		second.Spec.NodeName, node, len(old))
+	if len(old) == 0 {
+		t.Errorf("expected the cut-off node's container to keep running until its kubelet hears of the deletion")
+	}
+
+	if err := bed.cluster.HealNode(node); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	untaint(t, node)
+	waitFor(t, 2*time.Minute, "the healed node's kubelet to stop the old driver", func(context.Context) (bool, error) {
+		return len(driverProcesses(t, node)) == 0, nil
+	})
+	s.end(t, "0")
+	if res := s.wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
+		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
+	}
+}
+
+// driverProcesses are the simulated driver JVMs running on node.
+func driverProcesses(t *testing.T, node string) []testbed.Proc {
+	t.Helper()
+	return processes(t, node, "entrypoint.sh", "driver")
+}
+
+func waitNodeUnknown(t *testing.T, node string) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, "node "+node+" Unknown", func(ctx context.Context) (bool, error) {
+		n, err := kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return testbed.NodeReady(n) == corev1.ConditionUnknown, nil
+	})
+}
+
+// noSecondDriver watches for d that no other incarnation of S-0 exists than first.
+func noSecondDriver(t *testing.T, s *submission, first *corev1.Pod, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		p, err := kube().CoreV1().Pods(s.app.Namespace).Get(context.Background(), s.names.DriverPodName(), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if err == nil && p.UID != first.UID {
+			t.Fatalf("a second driver %s (on %q) exists while the first may still run", p.UID, p.Spec.NodeName)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("no second driver during %s after the node was lost", d)
+}
+
+// reviveIfDead brings a killed node back for the next scenarios, without its out-of-service taint.
+func reviveIfDead(t *testing.T, node string) {
+	t.Helper()
+	untaint(t, node)
+	if err := bed.cluster.ReviveNode(context.Background(), node); err != nil && !strings.Contains(err.Error(), "alive") {
+		t.Errorf("reviving %s: %v", node, err)
+	}
+}
+
+func untaint(t *testing.T, node string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("node %s: %v", node, err)
+		return
+	}
+	var keep []corev1.Taint
+	for _, tt := range n.Spec.Taints {
+		if tt.Key != testbed.TaintOutOfServiceKey {
+			keep = append(keep, tt)
+		}
+	}
+	if len(keep) == len(n.Spec.Taints) {
+		return
+	}
+	n.Spec.Taints = keep
+	if _, err := kube().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("untaint %s: %v", node, err)
+	}
+}

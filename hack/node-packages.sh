@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test bed's real nodes run with: runc (the OCI runtime
+# containerd calls), iptables (kube-proxy's rules, inside each node's own network namespace),
+# conntrack, and iproute2/util-linux for the namespaces. Everything else a real node runs is
+# built from the Go module proxy by hack/testbed-build.sh. Needs root; does nothing when all are
+# there already.
+set -euo pipefail
+need=()
+for pair in runc:runc iptables:iptables conntrack:conntrack ip:iproute2 nsenter:util-linux unshare:util-linux; do
+  command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
+done
+if [[ ${#need[@]} -eq 0 ]]; then
+  exit 0
+fi
+echo "node-packages: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
