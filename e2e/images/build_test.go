@@ -46,7 +46,7 @@ func build(t *testing.T, pkg string, ldflags ...string) string {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a cold build cache on 2 shared cores is slow
 	defer cancel()
 	bin, err := GoBinary(ctx, pkg, ldflags...)
 	if err != nil {
