@@ -22,13 +22,71 @@ type Outcome struct {
 // outcomeOf reads the recorded exit of container in pod (S-0). wrap runs the driver once per pod,
 // exits with its code and is then restarted by the kubelet to idle, so the record is in
 // state.terminated right after the exit and in lastState.terminated once the idle run started.
-// A pod that is being deleted has no outcome: its driver was stopped from outside (eviction, node
-// drain, scale-down), which is not the application's failure.
+// A driver stopped from outside (stoppedFromOutside: the pod is being deleted, or the kubelet
+// terminated it for a node shutdown or an eviction) has no outcome: the 143 that wrap recorded is
+// the kill, not the application's failure, and the driver is recovered like after a node loss.
+// A recorded 0 stays a success: a kill never exits 0 (the JVM exits 143 on SIGTERM), so it is an
+// exit the driver made before the stop, and running a completed app again would be wrong.
 func outcomeOf(pod *corev1.Pod, container string) Outcome {
-	if pod == nil || pod.DeletionTimestamp != nil {
+	if pod == nil {
 		return Outcome{}
 	}
-	return recordedExit(pod, container)
+	o := recordedExit(pod, container)
+	if _, _, outside := stoppedFromOutside(pod); outside && (!o.Exited || o.Code != 0) {
+		return Outcome{}
+	}
+	return o
+}
+
+// Reasons the kubelet gives a pod it terminated itself (pod.status.reason, with phase Failed):
+// graceful node shutdown ("Terminated"; "Shutdown" in older kubelets) and node-pressure eviction.
+const (
+	reasonNodeShutdown       = "Terminated"
+	reasonNodeShutdownBefore = "Shutdown"
+	reasonEvicted            = "Evicted"
+)
+
+// stoppedFromOutside reports whether pod's driver was stopped by something other than the
+// application, the recovery cause, and when the stop began (zero when the pod does not say).
+//
+//   - The pod is being deleted (eviction API, drain, scale-down, by hand): CausePodDeleted.
+//   - The kubelet or the scheduler terminated it without deleting it: a DisruptionTarget=True
+//     condition, or phase Failed with the kubelet's reason. Graceful node shutdown (spot and
+//     preemptible VMs, upgrades) is CauseNodeShutdown; node-pressure eviction and preemption are
+//     CauseEvicted. Such a pod stays, Failed, until the StatefulSet controller deletes it (a
+//     terminal pod goes at once, with no grace period) and makes S-0 again.
+func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
+	if pod == nil {
+		return "", time.Time{}, false
+	}
+	if pod.DeletionTimestamp != nil {
+		return CausePodDeleted, pod.DeletionTimestamp.Time, true
+	}
+	var disruption *corev1.PodCondition
+	for i := range pod.Status.Conditions {
+		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			disruption = c
+		}
+	}
+	failed := pod.Status.Phase == corev1.PodFailed
+	switch {
+	case failed && pod.Status.Reason == reasonEvicted:
+		cause = CauseEvicted
+	case failed && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore):
+		cause = CauseNodeShutdown
+	case disruption == nil:
+		return "", time.Time{}, false
+	case disruption.Reason == corev1.PodReasonTerminationByKubelet:
+		// The eviction manager sets the Evicted reason with the same condition (above); without
+		// it, the kubelet is shutting its node down.
+		cause = CauseNodeShutdown
+	default:
+		cause = CauseEvicted
+	}
+	if disruption != nil {
+		since = disruption.LastTransitionTime.Time
+	}
+	return cause, since, true
 }
 
 // recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted.

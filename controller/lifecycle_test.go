@@ -42,6 +42,14 @@ func TestOutcomeOf(t *testing.T) {
 		State: corev1.ContainerState{Terminated: terminated(3, wrap.TerminationMessage(3, ""), finished)},
 	})
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	// The kubelet stops the driver (graceful node shutdown, node-pressure eviction): wrap forwards
+	// the SIGTERM and records the JVM's 143; the kubelet marks the pod Failed and DisruptionTarget.
+	killed := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: terminated(143, wrap.TerminationMessage(143, ""), finished)}}
+	shutDown := disrupted(withDriverStatus(uid, killed), "Terminated", corev1.PodReasonTerminationByKubelet)
+	completedThenShutDown := disrupted(withDriverStatus(uid, corev1.ContainerStatus{
+		State:                corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(0, ""), finished)},
+		LastTerminationState: corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(0, ""), finished.Add(-time.Second))},
+	}), "Terminated", corev1.PodReasonTerminationByKubelet)
 
 	cases := []struct {
 		name string
@@ -109,6 +117,34 @@ func TestOutcomeOf(t *testing.T) {
 			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid},
 		},
 		{name: "pod being deleted: stopped from outside, no outcome", pod: deleting, want: Outcome{}},
+		{name: "terminated by the kubelet (node shutdown): no outcome", pod: shutDown, want: Outcome{}},
+		{name: "evicted for node pressure: no outcome", pod: disrupted(withDriverStatus(uid, killed), "Evicted", corev1.PodReasonTerminationByKubelet), want: Outcome{}},
+		{name: "DisruptionTarget alone, the pod still terminating: no outcome", pod: disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonPreemptionByScheduler), want: Outcome{}},
+		{name: "Failed with the kubelet's reason but no condition (older kubelet): no outcome", pod: disrupted(withDriverStatus(uid, killed), "Shutdown", ""), want: Outcome{}},
+		{
+			name: "a success recorded before the shutdown stays a success: a kill never exits 0",
+			pod:  completedThenShutDown,
+			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "a Failed pod without the kubelet's reason or condition: the driver's own failure",
+			pod: func() *corev1.Pod {
+				p := withDriverStatus(uid, killed)
+				p.Status.Phase = corev1.PodFailed
+				p.Status.Reason = "DeadlineExceeded"
+				return p
+			}(),
+			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			name: "DisruptionTarget False: no disruption",
+			pod: func() *corev1.Pod {
+				p := disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonTerminationByKubelet)
+				p.Status.Conditions[0].Status = corev1.ConditionFalse
+				return p
+			}(),
+			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+		},
 		{
 			name: "no status for the driver container yet",
 			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
@@ -126,6 +162,60 @@ func TestOutcomeOf(t *testing.T) {
 			got.FinishedAt, tc.want.FinishedAt = time.Time{}, time.Time{}
 			if got != tc.want {
 				t.Errorf("outcomeOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// disrupted is pod as the kubelet leaves it when it stops it: phase Failed with reason (when not
+// ""), and a DisruptionTarget condition with condReason (when not "").
+func disrupted(pod *corev1.Pod, reason, condReason string) *corev1.Pod {
+	if reason != "" {
+		pod.Status.Phase, pod.Status.Reason = corev1.PodFailed, reason
+	}
+	if condReason != "" {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: condReason, LastTransitionTime: metav1.NewTime(t0),
+		})
+	}
+	return pod
+}
+
+// TestStoppedFromOutside: which stops are not the application's, the recovery cause recorded for
+// each, and when the stop began (what the recovery time is measured from).
+func TestStoppedFromOutside(t *testing.T) {
+	running := func() *corev1.Pod {
+		return withDriverStatus("u", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+	}
+	deleting := running()
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Second)}
+	disruptedAndDeleting := disrupted(running(), "", "EvictionByEvictionAPI")
+	disruptedAndDeleting.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Second)}
+
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		cause string
+		since time.Time
+	}{
+		{name: "no pod", pod: nil},
+		{name: "a running driver", pod: running()},
+		{name: "a pod being deleted", pod: deleting, cause: CausePodDeleted, since: t0.Add(time.Second)},
+		{name: "graceful node shutdown", pod: disrupted(running(), "Terminated", corev1.PodReasonTerminationByKubelet), cause: CauseNodeShutdown, since: t0},
+		{name: "node-pressure eviction", pod: disrupted(running(), "Evicted", corev1.PodReasonTerminationByKubelet), cause: CauseEvicted, since: t0},
+		{name: "the kubelet's condition while the pod still terminates: shutdown", pod: disrupted(running(), "", corev1.PodReasonTerminationByKubelet), cause: CauseNodeShutdown, since: t0},
+		{name: "preempted by the scheduler", pod: disrupted(running(), "", corev1.PodReasonPreemptionByScheduler), cause: CauseEvicted, since: t0},
+		// Without the condition the stop has no time: the caller dates it (zero since).
+		{name: "Failed, reason Shutdown, no condition", pod: disrupted(running(), "Shutdown", ""), cause: CauseNodeShutdown},
+		{name: "Failed, reason Evicted, no condition", pod: disrupted(running(), "Evicted", ""), cause: CauseEvicted},
+		{name: "a disrupted pod that is also being deleted: the deletion", pod: disruptedAndDeleting, cause: CausePodDeleted, since: t0.Add(time.Second)},
+		{name: "Failed for another reason: the driver's own", pod: disrupted(running(), "DeadlineExceeded", "")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cause, since, ok := stoppedFromOutside(tc.pod)
+			if ok != (tc.cause != "") || cause != tc.cause || !since.Equal(tc.since) {
+				t.Errorf("stoppedFromOutside = %q, %v, %v; want %q, %v", cause, since, ok, tc.cause, tc.since)
 			}
 		})
 	}

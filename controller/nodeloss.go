@@ -18,6 +18,8 @@ const (
 	CauseFenced       = "fenced"
 	CauseNodeLost     = "node-unreachable" // the node came back, or the pod went some other way
 	CausePodDeleted   = "pod-deleted"      // the driver pod vanished on a healthy node (eviction, drain, by hand)
+	CauseNodeShutdown = "node-shutdown"    // the kubelet stopped the driver for its node's shutdown (spot/preemptible VM, upgrade)
+	CauseEvicted      = "evicted"          // the kubelet or the scheduler stopped the driver to free the node (pressure, preemption)
 )
 
 // NodeLoss is what the controller makes of the node under the driver pod.

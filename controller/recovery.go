@@ -50,6 +50,7 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 		}
 	}
 	loss := assessNode(driver, node, fenceAfter, now)
+	cause, since, stoppedOutside := stoppedFromOutside(driver)
 	switch {
 	case loss.Lost:
 		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause {
@@ -83,9 +84,13 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 	case rec != nil && driver != nil && driver.UID == rec.Pod && running(driver):
 		// The node is Ready again and the same pod still runs: nothing was lost after all.
 		return "", 0, r.recordLoss(ctx, p, nil)
-	case driver != nil && driver.DeletionTimestamp != nil && rec == nil:
-		// Removed from outside on a healthy node (eviction, drain, kubectl delete): also a recovery to measure.
-		return "", 0, r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: driver.DeletionTimestamp.Time, Cause: CausePodDeleted})
+	case rec == nil && stoppedOutside:
+		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
+		// node shutdown): also a recovery to measure.
+		if since.IsZero() {
+			since = now
+		}
+		return "", 0, r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: since, Cause: cause})
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := runningSince(driver).Sub(rec.Since)
 		if took < 0 {

@@ -199,7 +199,13 @@ func installContainer(o Options) corev1.Container {
 // properties file (spark-facts §3), so Spark's own settings need no change.
 // entry is what the container ran before: its command, or the image's entrypoint.
 func wrapDriver(c *corev1.Container, entry []string, host string) {
-	c.Command = append([]string{BinaryPath, "wrap", "--state-dir", StateDir, "--"}, entry...)
+	// wrap must write its termination message into the file the kubelet reads for this container:
+	// the container's own terminationMessagePath, or the default the apiserver would set. Set
+	// explicitly, so the template says which file the controller's reading depends on.
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+	}
+	c.Command = append([]string{BinaryPath, "wrap", "--state-dir", StateDir, "--termination-log", c.TerminationMessagePath, "--"}, entry...)
 
 	args := []string{contract.RoleDriver,
 		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),

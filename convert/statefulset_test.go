@@ -185,7 +185,7 @@ func TestStatefulSetTemplate(t *testing.T) {
 // TestStatefulSetEntrypoint: the wrapper runs the container's own command, or the image's
 // entrypoint when Spark left the command to the image.
 func TestStatefulSetEntrypoint(t *testing.T) {
-	wrap := []string{"/opt/driverset/bin/driverset", "wrap", "--state-dir", "/opt/driverset/state", "--"}
+	wrap := []string{"/opt/driverset/bin/driverset", "wrap", "--state-dir", "/opt/driverset/state", "--termination-log", "/dev/termination-log", "--"}
 	cases := []struct {
 		name       string
 		command    []string
@@ -208,6 +208,32 @@ func TestStatefulSetEntrypoint(t *testing.T) {
 			got := buildS(t, persisted(pod)).Spec.Template.Spec.Containers[0].Command
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("command %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStatefulSetTerminationLog: wrap writes its termination message into the very file the
+// kubelet reads for the driver container, so the controller reads the driver's recorded exit.
+func TestStatefulSetTerminationLog(t *testing.T) {
+	cases := []struct {
+		name, path, want string
+	}{
+		{name: "no path: the Kubernetes default", path: "", want: "/dev/termination-log"},
+		{name: "the container's own path is honoured", path: "/var/log/driver/exit-message", want: "/var/log/driver/exit-message"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := driverPod()
+			pod.Spec.Containers[0].TerminationMessagePath = tc.path
+			d := buildS(t, persisted(pod)).Spec.Template.Spec.Containers[0]
+			if d.TerminationMessagePath != tc.want {
+				t.Errorf("terminationMessagePath %q, want %q set explicitly", d.TerminationMessagePath, tc.want)
+			}
+			sep := slices.Index(d.Command, "--")
+			i := slices.Index(d.Command[:max(sep, 0)], "--termination-log")
+			if i < 0 || i+1 >= sep || d.Command[i+1] != tc.want {
+				t.Errorf("command %q does not pass --termination-log %s to wrap", d.Command, tc.want)
 			}
 		})
 	}

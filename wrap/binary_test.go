@@ -184,3 +184,27 @@ func alive(pid int) bool {
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
+
+// A leftover that ignores SIGTERM is killed with SIGKILL after the grace, and only then does wrap
+// record the driver's exit and end: the driver's process tree never outlives what wrap reports.
+func TestBinaryKillsALeftoverThatIgnoresSIGTERMAfterTheGrace(t *testing.T) {
+	p := newPod(t)
+	begin := time.Now()
+	cmd, out := startWrap(t, p, child(t, "spawn", "ignore", p.side, "0"))
+	grandchild := p.lingering(t)
+	if code := exitOf(t, cmd); code != 0 {
+		t.Fatalf("wrap exited %d, want 0 (the driver's code); output:\n%s", code, out)
+	}
+	if took := time.Since(begin); took < DefaultLeftoverGrace {
+		t.Errorf("wrap ended after %v, before the grace of %v for the leftover", took, DefaultLeftoverGrace)
+	}
+	if alive(grandchild) {
+		t.Errorf("the leftover %d that ignores SIGTERM still runs after wrap ended", grandchild)
+	}
+	if rec, _ := p.recorded(t); rec != 0 {
+		t.Errorf("recorded %d, want 0", rec)
+	}
+	if !strings.Contains(out.String(), "SIGKILL") {
+		t.Errorf("output does not say the leftover was killed:\n%s", out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,11 @@ import (
 //	child sleep DIR          appends to DIR/runs, announces DIR/ready, sleeps
 //	child selfkill SIG DIR   appends to DIR/runs, kills itself with SIG
 //	child echo               copies stdin to stdout, writes $probeEnv to stderr
+//	child spawn MODE DIR CODE  appends to DIR/runs, starts a daemonized grandchild (`linger MODE`,
+//	                         its own session, not waited for, holding the output), waits until it
+//	                         runs, exits CODE
+//	child linger MODE DIR    announces its pid in DIR/linger and sleeps; MODE "ignore" ignores
+//	                         SIGTERM, "term" dies of it
 const (
 	roleEnv  = "DRIVERSET_WRAP_TEST_ROLE"
 	probeEnv = "DRIVERSET_WRAP_TEST_PROBE"
@@ -117,6 +123,42 @@ func childMain(args []string) int {
 		_ = syscall.Kill(os.Getpid(), signalNamed(args[1]))
 		time.Sleep(10 * time.Second)
 		return fail(fmt.Errorf("survived %s", args[1]))
+	case len(args) == 4 && args[0] == "spawn":
+		mode, dir, code := args[1], args[2], args[3]
+		if err := ran(dir); err != nil {
+			return fail(err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(err)
+		}
+		gc := exec.Command(exe, "child", "linger", mode, dir)
+		gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+		gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := gc.Start(); err != nil {
+			return fail(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "linger")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fail(fmt.Errorf("the grandchild did not start"))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		n, _ := strconv.Atoi(code)
+		return n
+	case len(args) == 3 && args[0] == "linger":
+		if args[1] == "ignore" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		if err := writeAtomic(args[2], "linger", strconv.Itoa(os.Getpid())); err != nil {
+			return fail(err)
+		}
+		time.Sleep(30 * time.Second)
+		return fail(fmt.Errorf("was not killed"))
 	case len(args) == 1 && args[0] == "echo":
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			return fail(err)
@@ -218,4 +260,35 @@ func waitFile(t *testing.T, path string) string {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// lingering returns the pid of the grandchild a `spawn` child left, and makes sure the test does
+// not leave it behind either.
+func (p pod) lingering(t *testing.T) int {
+	t.Helper()
+	pid, err := strconv.Atoi(waitFile(t, filepath.Join(p.side, "linger")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if processState(pid) != "" {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
+}
+
+// processState is the State line of /proc/PID/status ("S (sleeping)", "Z (zombie)"), "" when
+// there is no such process: it ended and was reaped.
+func processState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }

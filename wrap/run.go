@@ -35,7 +35,7 @@ const (
 // output when Stdout/Stderr are not files (a grandchild may hold the pipe open forever).
 const pipeDrainTimeout = 2 * time.Second
 
-// Options configure Run. ParseArgs fills every field but Signals.
+// Options configure Run. ParseArgs fills every field but LeftoverGrace and Signals.
 type Options struct {
 	// StateDir holds the started marker and the exit record; it must survive container restarts
 	// and be empty in a new pod (an emptyDir).
@@ -49,6 +49,9 @@ type Options struct {
 	// lines go to Stderr.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// LeftoverGrace is how long the processes the child leaves running have, after SIGTERM,
+	// before SIGKILL (0: DefaultLeftoverGrace).
+	LeftoverGrace time.Duration
 	// Signals, when not nil, replaces Run's subscription to the process's signals: each value
 	// received is handled as if the process had received it. Production leaves it nil; tests use
 	// it to drive Run in-process without signalling the test binary itself.
@@ -104,7 +107,7 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 		// The kubelet gives every container start a fresh termination log: write it again, so
 		// the message is there when this idling container is stopped.
 		err := o.writeTerminationLog(prev.record)
-		return idle(ctx, sigs), err
+		return idle(ctx, sigs, o.logf), err
 	case prev.ran:
 		when := prev.started
 		if when == "" {
@@ -125,14 +128,17 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 	return code, o.record(st, TerminationMessage(code, detail))
 }
 
-// runChild starts the command, forwards signals to it until it ends, and returns its exit code
-// and a sentence saying what happened.
+// runChild starts the command, forwards signals to it until it ends, ends whatever it left
+// running, and returns its exit code and a sentence saying what happened.
 //
 // Signals go to the child's PID only, not to a process group: that is what the kubelet's SIGTERM
 // to a container does without wrap (only PID 1 receives it), and Spark's entrypoint runs the JVM
 // under tini, which forwards to its own child. Signalling a group would make tini and the JVM
 // each receive the signal twice. The child stays in wrap's process group, so a terminal (kubectl
 // run -it) keeps working as without wrap.
+//
+// All waiting is the reaper's (see reaper): exec.Cmd only starts the child, and its Wait is
+// called once the reaper has the child's status, to end its copies of the output.
 func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, string) {
 	name := o.Command[0]
 	cmd := exec.Command(name, o.Command[1:]...)
@@ -147,6 +153,11 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, strin
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
+	r, err := startReaping()
+	defer r.stop()
+	if err != nil {
+		o.logf("%v", err)
+	}
 	if err := cmd.Start(); err != nil {
 		code := ExitCannotExecute
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -154,44 +165,58 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, strin
 		}
 		return code, fmt.Sprintf("cannot run the driver command %s (exit code %d): %v", name, code, err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
 	stop := ctx.Done()
 	for {
 		select {
 		case s := <-sigs:
-			// Fails only when the child has just exited, which Wait is about to report.
+			// Fails only when the child has just exited, which the reaper is about to report.
 			_ = cmd.Process.Signal(s)
 		case <-stop:
 			stop = nil
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-		case err := <-waited:
-			return outcome(name, cmd.ProcessState, err)
+		case <-r.sigchld:
+			status, ended := r.reap(cmd.Process.Pid)
+			if !ended {
+				continue // an orphan that ended under wrap, reaped
+			}
+			// The driver has exited: nothing it started may run on while wrap says so.
+			left := r.endLeftovers(o.leftoverGrace(), o.logf)
+			// The reaper took the status, so Wait reports ECHILD; it is called to end exec's
+			// copies of the child's output, whose writers are all gone now.
+			_ = cmd.Wait()
+			code, detail := outcome(name, status)
+			return code, detail + left
 		}
 	}
 }
 
 // outcome turns the child's wait status into an exit code the way a shell does.
-func outcome(name string, ps *os.ProcessState, waitErr error) (int, string) {
-	if ps == nil { // wait(2) itself failed: the exit status is unknown
-		return ExitOutcomeLost, fmt.Sprintf("the driver command %s ended but its exit status is unknown (%v); recorded as exit code %d", name, waitErr, ExitOutcomeLost)
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func outcome(name string, ws syscall.WaitStatus) (int, string) {
+	if ws.Signaled() {
 		code := 128 + int(ws.Signal())
 		return code, fmt.Sprintf("the driver command %s was killed by signal %d (%v); recorded as exit code %d", name, int(ws.Signal()), ws.Signal(), code)
 	}
-	return ps.ExitCode(), fmt.Sprintf("the driver command %s exited with code %d", name, ps.ExitCode())
+	return ws.ExitStatus(), fmt.Sprintf("the driver command %s exited with code %d", name, ws.ExitStatus())
 }
 
 // idle blocks, using no CPU, until SIGTERM or SIGINT arrives or ctx ends; other signals are
-// ignored. The pod is being stopped then, so success is the right answer.
-func idle(ctx context.Context, sigs <-chan os.Signal) int {
+// ignored. The pod is being stopped then, so success is the right answer. Meanwhile it reaps
+// whatever ends under it: as PID 1 it inherits the orphans of `kubectl exec` sessions.
+func idle(ctx context.Context, sigs <-chan os.Signal, logf func(string, ...any)) int {
+	r, err := startReaping()
+	defer r.stop()
+	if err != nil {
+		logf("%v", err)
+	}
+	r.reap(0)
 	for {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGTERM || s == syscall.SIGINT {
 				return 0
 			}
+		case <-r.sigchld:
+			r.reap(0)
 		case <-ctx.Done():
 			return 0
 		}
@@ -221,6 +246,13 @@ func (o Options) writeTerminationLog(msg string) error {
 		return fmt.Errorf("driverset wrap: writing the termination message: %w", err)
 	}
 	return nil
+}
+
+func (o Options) leftoverGrace() time.Duration {
+	if o.LeftoverGrace > 0 {
+		return o.LeftoverGrace
+	}
+	return DefaultLeftoverGrace
 }
 
 func (o Options) logf(format string, args ...any) {

@@ -313,3 +313,59 @@ func TestRunRejectsMissingCommandOrState(t *testing.T) {
 		}
 	}
 }
+
+// When the driver exits, nothing it started may run on: wrap ends every process left under it
+// (here a daemon in its own session, which no signal to the driver reaches), reaps it so that no
+// zombie stays, and records the driver's own exit code.
+func TestRunEndsTheDriversLeftoversAndReapsThem(t *testing.T) {
+	p := newPod(t)
+	var out bytes.Buffer
+	_, done := p.start(context.Background(), child(t, "spawn", "term", p.side, "7"), &out)
+	grandchild := p.lingering(t)
+	r := await(t, done, 20*time.Second)
+	if r.err != nil || r.code != 7 {
+		t.Fatalf("Run = %d, %v; want 7, the driver's code; output:\n%s", r.code, r.err, out.String())
+	}
+	// Run is this test process: a grandchild it killed but did not reap would be its zombie.
+	if st := processState(grandchild); st != "" {
+		t.Errorf("the driver's grandchild %d is still there after Run returned: state %s", grandchild, st)
+	}
+	if rec, msg := p.recorded(t); rec != 7 {
+		t.Errorf("recorded %q, want the driver's code 7", msg)
+	}
+	if !strings.Contains(out.String(), "1 process") {
+		t.Errorf("output does not say that a leftover process was stopped:\n%s", out.String())
+	}
+}
+
+// An idling wrap (PID 1 of the restarted container) still reaps what ends under it: the orphans
+// of a `kubectl exec` session are re-parented to it.
+func TestRunIdlingReapsOrphans(t *testing.T) {
+	p := newPod(t)
+	if code, _ := p.run(t, child(t, "exit", "0", p.side)); code != 0 {
+		t.Fatalf("first run exited %d", code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	_, done := p.start(ctx, child(t, "exit", "0", p.side), &out)
+	waitFile(t, p.termLog) // rewritten once idling
+	// A child of this process that nobody waits for: only the idling Run can reap it.
+	proc, err := os.StartProcess(self(t), child(t, "exit", "0", t.TempDir()), &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for processState(proc.Pid) != "" {
+		if time.Now().After(deadline) {
+			st := processState(proc.Pid)
+			_, _ = proc.Wait()
+			t.Fatalf("process %d that ended under an idling wrap was not reaped: state %s", proc.Pid, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if r := await(t, done, 5*time.Second); r.code != 0 {
+		t.Errorf("idling Run returned %d, want 0", r.code)
+	}
+}
