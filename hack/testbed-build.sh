@@ -7,7 +7,7 @@
 #   kwok                                                              (sigs.k8s.io/kwok)
 #   kubelet, kube-proxy (real nodes)                                  (k8s.io/kubernetes)
 #   containerd, containerd-shim-runc-v2, ctr                          (github.com/containerd/containerd/v2)
-#   cni/bridge, cni/host-local, cni/loopback                          (github.com/containernetworking/plugins)
+#   cni/bridge, cni/host-local                                        (github.com/containernetworking/plugins)
 #   coredns, with only the plugins cluster DNS needs                  (github.com/coredns/coredns)
 #
 # runc, iptables and conntrack are Debian packages (hack/node-packages.sh installs them).
@@ -149,13 +149,12 @@ if [[ ! -x "$bin/containerd" || ! -x "$bin/containerd-shim-runc-v2" || ! -x "$bi
     "github.com/containerd/containerd/v2/cmd/ctr@${CONTAINERD_VERSION}"
 fi
 
-# --- CNI plugins: a bridge per node with host-local addresses, and loopback.
-if [[ ! -x "$bin/cni/bridge" || ! -x "$bin/cni/host-local" || ! -x "$bin/cni/loopback" ]]; then
+# --- CNI plugins: a bridge per node with host-local addresses (containerd sets up loopback itself).
+if [[ ! -x "$bin/cni/bridge" || ! -x "$bin/cni/host-local" ]]; then
   mkdir -p "$bin/cni"
   build cni "$out" env GOFLAGS= GOBIN="$bin/cni" go install -v -trimpath -ldflags "-s -w" \
     "github.com/containernetworking/plugins/plugins/main/bridge@${CNI_PLUGINS_VERSION}" \
-    "github.com/containernetworking/plugins/plugins/ipam/host-local@${CNI_PLUGINS_VERSION}" \
-    "github.com/containernetworking/plugins/plugins/main/loopback@${CNI_PLUGINS_VERSION}"
+    "github.com/containernetworking/plugins/plugins/ipam/host-local@${CNI_PLUGINS_VERSION}"
 fi
 
 # --- CoreDNS with only the plugins cluster DNS needs: its full set pulls in every cloud SDK.
@@ -169,17 +168,16 @@ import (
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
 
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
-	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/log"
-	_ "github.com/coredns/coredns/plugin/ready"
 )
 
 func main() {
 	// The order in which these plugins see a query (CoreDNS's plugin.cfg, cut down).
-	dnsserver.Directives = []string{"log", "errors", "health", "ready", "cache", "kubernetes"}
+	dnsserver.Directives = []string{"bind", "errors", "log", "cache", "kubernetes"}
 	coremain.Run()
 }
 EOF

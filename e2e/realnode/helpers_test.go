@@ -257,8 +257,9 @@ func waitLog(t *testing.T, ns, pod, substr string, n int, timeout time.Duration)
 	return lines
 }
 
-// processes lists the processes of node whose command line contains every one of words.
-func processes(t *testing.T, node string, words ...string) []testbed.Proc {
+// processes lists the processes of node whose argv starts with args, args[0] matching the end
+// of argv[0] (a path); no args lists them all.
+func processes(t *testing.T, node string, args ...string) []testbed.Proc {
 	t.Helper()
 	all, err := bed.cluster.NodeProcesses(node)
 	if err != nil {
@@ -266,19 +267,32 @@ func processes(t *testing.T, node string, words ...string) []testbed.Proc {
 	}
 	var out []testbed.Proc
 	for _, p := range all {
-		line := strings.Join(p.Cmdline, " ")
-		match := true
-		for _, w := range words {
-			if !strings.Contains(line, w) {
-				match = false
-			}
-		}
-		if match {
+		if argvStartsWith(p.Cmdline, args) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
+
+func argvStartsWith(argv, args []string) bool {
+	if len(argv) < len(args) {
+		return false
+	}
+	for i, a := range args {
+		if i == 0 && !strings.HasSuffix(argv[0], a) || i > 0 && argv[i] != a {
+			return false
+		}
+	}
+	return true
+}
+
+// The processes a scenario looks for. The simulated Spark image's entrypoint is one binary that
+// re-runs itself for the orphan it leaves behind.
+var ( //nolint:gochecknoglobals // constant argv prefixes
+	argvWrap   = []string{"/driverset", "wrap"}
+	argvDriver = []string{"/opt/entrypoint.sh", "driver"}
+	argvOrphan = []string{"/opt/entrypoint.sh", "orphan"}
+)
 
 // restricted makes the driver pod meet Pod Security "restricted", as a pod template would.
 func restricted(p *corev1.Pod) {

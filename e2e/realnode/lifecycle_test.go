@@ -54,12 +54,12 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 	}
 
 	// wrap is the container's PID 1, and the driver and its orphan run under it.
-	wraps := processes(t, first.Spec.NodeName, "driverset", "wrap", "--state-dir")
+	wraps := processes(t, first.Spec.NodeName, argvWrap...)
 	if len(wraps) != 1 || wraps[0].InnerPID != 1 {
 		t.Fatalf("want one `driverset wrap` as PID 1 of its container on %s, got %+v", first.Spec.NodeName, wraps)
 	}
 	waitFor(t, 30*time.Second, "the driver's forked orphan running", func(context.Context) (bool, error) {
-		return len(processes(t, first.Spec.NodeName, "simspark", "orphan")) == 1, nil
+		return len(processes(t, first.Spec.NodeName, argvOrphan...)) == 1, nil
 	})
 
 	// Exit 1: recorded where the container says, the orphan is gone, no zombie is left.
@@ -87,10 +87,10 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 		t.Errorf("the first incarnation ended with exit code %d and message %q, want 1 and wrap's record of 1 (read from %s)",
 			exited.ExitCode, exited.Message, customTerminationPath)
 	}
-	if left := processes(t, first.Spec.NodeName, "simspark", "orphan"); len(left) != 0 {
+	if left := processes(t, first.Spec.NodeName, argvOrphan...); len(left) != 0 {
 		t.Errorf("the driver's orphan outlived it: %+v", left)
 	}
-	for _, p := range processes(t, first.Spec.NodeName, "") {
+	for _, p := range processes(t, first.Spec.NodeName) {
 		if p.State == "Z" {
 			t.Errorf("zombie on %s: %+v", first.Spec.NodeName, p)
 		}

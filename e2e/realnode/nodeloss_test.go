@@ -37,7 +37,7 @@ func TestNodeKilledHardThenOutOfService(t *testing.T) {
 	}
 	node := first.Spec.NodeName
 	if len(driverProcesses(t, node)) != 1 {
-		t.Fatalf("want the driver's process on %s, got %+v", node, processes(t, node, ""))
+		t.Fatalf("want the driver's process on %s, got %+v", node, processes(t, node))
 	}
 	killed := time.Now()
 	if err := bed.cluster.KillNode(context.Background(), node); err != nil {
@@ -45,7 +45,7 @@ func TestNodeKilledHardThenOutOfService(t *testing.T) {
 	}
 	t.Cleanup(func() { reviveIfDead(t, node) })
 	t.Logf("killed %s (kubelet, containerd, and every container on it)", node)
-	if left := processes(t, node, ""); len(left) != 0 {
+	if left := processes(t, node); len(left) != 0 {
 		t.Fatalf("processes survived the node's death: %+v", left)
 	}
 	waitNodeUnknown(t, node)
@@ -133,7 +133,7 @@ func TestNodeCutOffKeepsOneDriverUntilTheAdminActs(t *testing.T) {
 // driverProcesses are the simulated driver JVMs running on node.
 func driverProcesses(t *testing.T, node string) []testbed.Proc {
 	t.Helper()
-	return processes(t, node, "entrypoint.sh", "driver")
+	return processes(t, node, argvDriver...)
 }
 
 func waitNodeUnknown(t *testing.T, node string) {
