@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,12 +63,36 @@ func namespace(t *testing.T, labels map[string]string) string {
 			t.Errorf("at-most-one driver violated: %s", v)
 		}
 		if t.Failed() {
-			t.Logf("pods of %s:\n%s", name, podsReport(context.Background(), name))
-			t.Logf("pods of %s:\n%s", driversetNamespace, podsReport(context.Background(), driversetNamespace))
+			report(t, name)
 		}
 		_ = kube().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
+}
+
+// report logs, for a failed scenario, its pods, their drivers' logs and its Events.
+func report(t *testing.T, ns string) {
+	ctx := context.Background()
+	t.Logf("pods of %s:\n%s", ns, podsReport(ctx, ns))
+	t.Logf("pods of %s:\n%s", driversetNamespace, podsReport(ctx, driversetNamespace))
+	if pods, err := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "" {
+				continue
+			}
+			for _, previous := range []bool{true, false} {
+				r, err := kube().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: contract.DriverContainerName, Previous: previous}).DoRaw(ctx)
+				if err == nil {
+					t.Logf("log of %s (previous=%v):\n%s", p.Name, previous, r)
+				}
+			}
+		}
+	}
+	if evs, err := kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range evs.Items {
+			t.Logf("event %s %s/%s %s: %s", e.LastTimestamp.Format(time.TimeOnly), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
 }
 
 // waitFor polls cond every 500 ms until it holds, failing the test after timeout.
@@ -97,6 +122,8 @@ func simApp(ns, name string, executors int) sparksim.App {
 			"spark.kubernetes.executor.request.cores": "100m",
 			confControl: name + "-control",
 			confRunFor:  "3600",
+			// Spelled out: sparksim reads a zero ExecutorInstances as Spark's default of 2.
+			"spark.executor.instances": strconv.Itoa(executors),
 		},
 	}
 }

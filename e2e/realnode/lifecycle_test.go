@@ -56,7 +56,7 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 	// wrap is the container's PID 1, and the driver and its orphan run under it.
 	wraps := processes(t, first.Spec.NodeName, argvWrap...)
 	if len(wraps) != 1 || wraps[0].InnerPID != 1 {
-		t.Fatalf("want one `driverset wrap` as PID 1 of its container on %s, got %+v", first.Spec.NodeName, wraps)
+		t.Fatalf("want one `driverset wrap` as PID 1 of its container on %s, got %+v; all: %+v", first.Spec.NodeName, wraps, processes(t, first.Spec.NodeName))
 	}
 	waitFor(t, 30*time.Second, "the driver's forked orphan running", func(context.Context) (bool, error) {
 		return len(processes(t, first.Spec.NodeName, argvOrphan...)) == 1, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -299,7 +300,18 @@ func (c *Cluster) reviveRealNode(ctx context.Context, n *realNode) error {
 	if alive {
 		return fmt.Errorf("testbed: node %s is alive; KillNode it first", n.name)
 	}
+	since := time.Now()
 	if err := c.startRealNode(n); err != nil {
+		return err
+	}
+	// The Node may still look Ready from before the kill: wait for the new kubelet's heartbeat.
+	if err := c.waitFor(ctx, "node "+n.name+"'s new kubelet to renew its Lease", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not yet
+		}
+		return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(since), nil
+	}); err != nil {
 		return err
 	}
 	return c.waitRealNodeReady(ctx, n)
@@ -476,7 +488,16 @@ func (c *Cluster) stopRealNodes() error {
 		}
 	}
 	for _, n := range nodes {
-		errs = append(errs, removeCgroupRoot(n.cgroupRootName(c.net)))
+		// The kernel ends a dead PID namespace's processes asynchronously; a cgroup can be
+		// removed once the last of them is gone.
+		var err error
+		for range 50 {
+			if err = removeCgroupRoot(n.cgroupRootName(c.net)); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		errs = append(errs, err)
 	}
 	if c.net.prefix != "" {
 		errs = append(errs, c.net.remove())

@@ -110,9 +110,11 @@ for f in {{.SysctlDir}}/*; do
   [ -e "/proc/sys/$key" ] && mount --bind "$f" "/proc/sys/$key"
 done
 
+# A node that was killed left its socket behind: only a fresh one means containerd listens.
+rm -f {{.ContainerdSock}} {{.ContainerdSock}}.ttrpc
 {{.BinDir}}/containerd --config {{.ContainerdTOML}} >>{{.LogDir}}/{{.Name}}-containerd.log 2>&1 &
-for i in $(seq 1 300); do [ -S {{.ContainerdSock}} ] && break; sleep 0.1; done
 ctr() { {{.BinDir}}/ctr --address {{.ContainerdSock}} --namespace k8s.io "$@"; }
+for i in $(seq 1 600); do ctr version >/dev/null 2>&1 && break; sleep 0.1; done
 {{range .Images}}ctr images import --local {{.}} >/dev/null
 {{end}}echo "node {{.Name}}: images: $(ctr images ls -q | tr '\n' ' ')"
 
