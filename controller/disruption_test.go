@@ -44,8 +44,19 @@ func TestReconcileKubeletTerminationIsARecovery(t *testing.T) {
 	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "0"}, m)
 	first := h.driver()
 	shutdownAt := t0.Add(10 * time.Minute)
-	h.setDriverStatus(shutdownStatus(t0.Add(30*time.Second), shutdownAt))
+	// The kubelet reports a terminal phase only once no container can run: first the driver is
+	// stopped while the pod still says Running, then the pod is Failed. Reconciled in between,
+	// twice, a loss must stay a loss (a pod that "still runs" would clear it).
+	terminating := shutdownStatus(t0.Add(30*time.Second), shutdownAt)
+	terminating.Phase, terminating.Reason, terminating.Message = corev1.PodRunning, "", ""
+	h.setDriverStatus(terminating)
 	h.now = shutdownAt.Add(3 * time.Second)
+	h.reconcile()
+	h.reconcile()
+	if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != CauseNodeShutdown {
+		t.Errorf("loss record %+v while the kubelet stops the driver, want cause %s", rec, CauseNodeShutdown)
+	}
+	h.setDriverStatus(shutdownStatus(t0.Add(30*time.Second), shutdownAt))
 	h.reconcile()
 
 	p := h.placeholder()

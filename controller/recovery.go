@@ -123,8 +123,11 @@ func (r *Placeholder) recordLoss(ctx context.Context, p *corev1.Pod, rec *lostRe
 	return r.Client.Patch(ctx, p, patch)
 }
 
+// running reports whether pod runs and is not being stopped from outside: a pod the kubelet is
+// stopping still says Running until its containers are gone.
 func running(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning
+	_, _, stopping := stoppedFromOutside(pod)
+	return !stopping && pod.Status.Phase == corev1.PodRunning
 }
 
 // runningSince is when the pod's containers last started running (its Ready time, else now).
