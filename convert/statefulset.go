@@ -100,6 +100,7 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 
 	spec := &t.Spec
 	RemoveGate(spec, contract.GatePlaceholder)
+	unmergeLabelKeys(spec, p.Labels)
 	// The only policy a StatefulSet allows; `driverset wrap` makes sure the driver still runs once.
 	spec.RestartPolicy = corev1.RestartPolicyAlways
 	// Set on p by the scheduler or by admission plugins that set them again for S-0 (Priority,

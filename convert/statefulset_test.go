@@ -306,6 +306,8 @@ func apiserverChecks(s *appsv1.StatefulSet, h *corev1.Service) []string {
 		}
 		volumes[v.Name] = true
 	}
+	_, s0errs := s0Create(s.Spec.Template, s.Name+"-0")
+	add("creating S-0", s0errs)
 	return errs
 }
 
