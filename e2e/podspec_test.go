@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // Real-world driver pod templates: what users put in spark.kubernetes.driver.podTemplateFile
@@ -52,5 +53,24 @@ func TestDriverWithMatchLabelKeysRuns(t *testing.T) {
 	sts := getStatefulSet(t, ns, contract.NamesFor(p.Name).StatefulSet)
 	if got := sts.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchExpressions; len(got) != 0 {
 		t.Errorf("the StatefulSet's template carries the merged selector %v", got)
+	}
+}
+
+// A driver submitted with another controller's scheduling gate (Kueue, Volcano, a user's own):
+// that controller lifts it on the placeholder or not at all, never on S-0, so S-0 must not carry
+// it, or the driver never runs.
+func TestForeignGateStaysOnThePlaceholder(t *testing.T) {
+	ns := namespace(t, nil)
+	const gate = "example.com/admission"
+	s := submitEdited(t, app(ns, "gated"), func(p *corev1.Pod) {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: gate}}
+	})
+	names := contract.NamesFor(s.plan.DriverPodName)
+	pod := runningDriverWithin(t, 60*time.Second, ns, names, "")
+	for _, g := range pod.Spec.SchedulingGates {
+		t.Errorf("S-0 carries gate %s", g.Name)
+	}
+	if p := getPod(t, ns, s.plan.DriverPodName); !convert.HasGate(&p.Spec, gate) {
+		t.Errorf("the placeholder lost gate %s: %v", gate, p.Spec.SchedulingGates)
 	}
 }
