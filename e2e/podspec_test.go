@@ -3,11 +3,18 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
@@ -73,4 +80,91 @@ func TestForeignGateStaysOnThePlaceholder(t *testing.T) {
 	if p := getPod(t, ns, s.plan.DriverPodName); !convert.HasGate(&p.Spec, gate) {
 		t.Errorf("the placeholder lost gate %s: %v", gate, p.Spec.SchedulingGates)
 	}
+}
+
+// The namespace policy converts spark-submit's cluster drivers and leaves every other
+// spark-role=driver pod as it is, with a warning: a Deployment's (a notebook, an operator's driver)
+// and a client-mode driver run. The explicit opt-in label still refuses what cannot be converted.
+func TestNamespacePolicyLeavesOtherDriversAlone(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, map[string]string{contract.LabelPolicy: contract.PolicyEnforce})
+	labels := map[string]string{"app": "notebook", contract.LabelSparkRole: contract.RoleDriver}
+	one := int32(1)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "notebook"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: contract.DriverContainerName, Image: "apache/spark:3.5.3", Args: []string{"driver", "--class", "Pi", "pi.jar"},
+				}}},
+			},
+		},
+	}
+	if _, err := kube().AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the Deployment's driver pod Running, unconverted", func(ctx context.Context) (bool, error) {
+		pods, err := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=notebook"})
+		if err != nil || len(pods.Items) == 0 {
+			return false, err
+		}
+		p := pods.Items[0]
+		if len(p.Spec.SchedulingGates) != 0 || p.Labels[contract.LabelPlaceholder] != "" {
+			return false, fmt.Errorf("the Deployment's pod was converted: gates %v labels %v", p.Spec.SchedulingGates, p.Labels)
+		}
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+
+	warnings := &recordedWarnings{}
+	cfg := rest.CopyConfig(bed.cluster.Config)
+	cfg.WarningHandler = warnings
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client-mode", Labels: map[string]string{contract.LabelSparkRole: contract.RoleDriver}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "shell", Image: "apache/spark:3.5.3", Args: []string{"spark-submit", "--deploy-mode", "client", "app.py"},
+		}}},
+	}
+	got, err := c.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a client-mode driver in an enforce namespace was refused: %v", err)
+	}
+	if len(got.Spec.SchedulingGates) != 0 || got.Labels[contract.LabelPlaceholder] != "" {
+		t.Errorf("the client-mode driver was converted: gates %v labels %v", got.Spec.SchedulingGates, got.Labels)
+	}
+	if w := warnings.all(); len(w) != 1 || !strings.Contains(w[0], "runs as it is, without driverset") {
+		t.Errorf("warnings %q, want driverset's one warning that the pod runs without it", w)
+	}
+
+	optedIn := client.DeepCopy()
+	optedIn.Name = "client-mode-opted-in"
+	optedIn.Labels[contract.LabelResilient] = "true"
+	if _, err := kube().CoreV1().Pods(ns).Create(ctx, optedIn, metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "driverset cannot take over driver pod") {
+		t.Errorf("a pod opted in with the label that driverset cannot convert: %v, want driverset's refusal", err)
+	}
+}
+
+// recordedWarnings keeps the apiserver's warnings to a client.
+type recordedWarnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recordedWarnings) HandleWarningHeader(_ int, _ string, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, msg)
+}
+
+func (r *recordedWarnings) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
 }
