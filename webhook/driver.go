@@ -78,7 +78,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	resp := patched(before, pod, "converted to a driverset placeholder")
+	resp := patched(req.Object.Raw, before, pod, "converted to a driverset placeholder")
 	if !resp.Allowed {
 		return resp
 	}
