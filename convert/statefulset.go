@@ -129,6 +129,9 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 			}
 		}
 	}
+	if r, ok := recorded[PodLevelKey]; ok {
+		spec.Resources = r.DeepCopy()
+	}
 
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name:         VolumeName,

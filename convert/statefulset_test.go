@@ -310,6 +310,7 @@ func apiserverChecks(s *appsv1.StatefulSet, h *corev1.Service) []string {
 	}
 	_, s0errs := s0Create(s.Spec.Template, s.Name+"-0")
 	add("creating S-0", s0errs)
+	add("S-0's pod-level resources", podLevelErrors(&spec))
 	return errs
 }
 

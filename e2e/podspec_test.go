@@ -12,12 +12,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/e2e/sparksim"
 )
 
 // Real-world driver pod templates: what users put in spark.kubernetes.driver.podTemplateFile
@@ -167,4 +169,63 @@ func (r *recordedWarnings) all() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.msgs...)
+}
+
+// A driver whose pod template sets pod-level resources (requests and limits): a ResourceQuota
+// charges the pod-level values, so a quota sized for one driver and two executors (plus the
+// placeholder's pod object) admits the whole app only if the placeholder is not charged them too.
+func TestPodLevelResourcesAreChargedOnce(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	a := app(ns, "pod-level")
+	plan, err := a.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := plan.DriverPod.Spec.Containers[0].Resources
+	podCPU, podMem := driver.Requests.Cpu().DeepCopy(), driver.Requests.Memory().DeepCopy()
+	podCPU.Add(resource.MustParse("500m"))
+	podMem.Add(resource.MustParse("256Mi"))
+	podLevel := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: podCPU, corev1.ResourceMemory: podMem},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: podCPU, corev1.ResourceMemory: podMem},
+	}
+	cpu, mem := podCPU.DeepCopy(), podMem.DeepCopy()
+	// Executors as the simulator makes them (Spark's defaults: as much as the driver's container).
+	for range 2 {
+		cpu.Add(*driver.Requests.Cpu())
+		mem.Add(*driver.Requests.Memory())
+	}
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-app"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceRequestsCPU:    cpu,
+			corev1.ResourceRequestsMemory: mem,
+			corev1.ResourceLimitsMemory:   mem,
+			corev1.ResourcePods:           resource.MustParse("4"),
+		}},
+	}
+	if _, err := kube().CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the quota's status computed", func(ctx context.Context) (bool, error) {
+		q, err := kube().CoreV1().ResourceQuotas(ns).Get(ctx, "one-app", metav1.GetOptions{})
+		return err == nil && len(q.Status.Hard) > 0, nil
+	})
+	s := submitEdited(t, a, func(p *corev1.Pod) { p.Spec.Resources = podLevel.DeepCopy() })
+	p := getPod(t, ns, s.plan.DriverPodName)
+	if p.Spec.Resources == nil || !p.Spec.Resources.Requests.Cpu().IsZero() || !p.Spec.Resources.Requests.Memory().IsZero() {
+		t.Errorf("the placeholder keeps pod-level resources %v, want 0", p.Spec.Resources)
+	}
+	d0 := runningDriver(t, ns, contract.NamesFor(p.Name), "")
+	if d0.Spec.Resources == nil || d0.Spec.Resources.Requests.Cpu().Cmp(podCPU) != 0 || d0.Spec.Resources.Limits.Memory().Cmp(podMem) != 0 {
+		t.Errorf("S-0's pod-level resources %v, want the driver's %v", d0.Spec.Resources, podLevel)
+	}
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drv.RequestExecutors(ctx, 2); err != nil {
+		t.Fatalf("executors refused under a quota sized for the app: %v", err)
+	}
 }
