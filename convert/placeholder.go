@@ -58,13 +58,22 @@ func ToPlaceholderWithin(pod *corev1.Pod, floor corev1.ResourceList) error {
 		return err
 	}
 	if IsPlaceholder(pod) {
-		// A real placeholder got its gate in the same patch as its label; one without the gate
-		// would run bare while claiming to be held.
+		// A real placeholder got its gate, label and annotation in one patch. One without the gate
+		// would run bare while claiming to be held; one without the recorded resources would give
+		// S-0 the shrunk ones as the real ones.
 		if !HasGate(&pod.Spec, contract.GatePlaceholder) {
 			return notConvertible(pod, "it carries driverset's placeholder label %s or annotation %s but not its "+
 				"scheduling gate %s; remove that label and annotation and let driverset convert the pod",
 				contract.LabelPlaceholder, contract.AnnotationResources, contract.GatePlaceholder)
 		}
+		if _, recorded := pod.Annotations[contract.AnnotationResources]; !recorded {
+			return notConvertible(pod, "it carries driverset's placeholder label %s and gate %s but not the annotation %s "+
+				"that records the driver's resources; remove that label and gate and let driverset convert the pod",
+				contract.LabelPlaceholder, contract.GatePlaceholder, contract.AnnotationResources)
+		}
+		// The label is what the install's admission policy keys on to keep the gate; a
+		// placeholder that lost it gets it back.
+		pod.Labels = setLabel(pod.Labels, contract.LabelPlaceholder, "true")
 		return nil
 	}
 	recorded := ContainerResources{}
@@ -86,12 +95,17 @@ func ToPlaceholderWithin(pod *corev1.Pod, floor corev1.ResourceList) error {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[contract.AnnotationResources] = string(value)
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Labels[contract.LabelPlaceholder] = "true"
+	pod.Labels = setLabel(pod.Labels, contract.LabelPlaceholder, "true")
 	AddGate(&pod.Spec, contract.GatePlaceholder)
 	return nil
+}
+
+func setLabel(labels map[string]string, key, value string) map[string]string {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[key] = value
+	return labels
 }
 
 // shrink replaces every quantity with the placeholder's, in requests and limits alike, so a
