@@ -90,7 +90,8 @@ func TestForeignGateStaysOnThePlaceholder(t *testing.T) {
 func TestNamespacePolicyLeavesOtherDriversAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, map[string]string{contract.LabelPolicy: contract.PolicyEnforce})
-	labels := map[string]string{"app": "notebook", contract.LabelSparkRole: contract.RoleDriver}
+	// Each with its own app id: the invariant monitor groups driver pods by it.
+	labels := map[string]string{"app": "notebook", contract.LabelSparkRole: contract.RoleDriver, contract.LabelSparkAppSelector: "spark-notebook"}
 	one := int32(1)
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "notebook"},
@@ -128,7 +129,8 @@ func TestNamespacePolicyLeavesOtherDriversAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client-mode", Labels: map[string]string{contract.LabelSparkRole: contract.RoleDriver}},
+		ObjectMeta: metav1.ObjectMeta{Name: "client-mode", Labels: map[string]string{
+			contract.LabelSparkRole: contract.RoleDriver, contract.LabelSparkAppSelector: "spark-client-mode"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "shell", Image: "apache/spark:3.5.3", Args: []string{"spark-submit", "--deploy-mode", "client", "app.py"},
 		}}},
@@ -146,6 +148,7 @@ func TestNamespacePolicyLeavesOtherDriversAlone(t *testing.T) {
 
 	optedIn := client.DeepCopy()
 	optedIn.Name = "client-mode-opted-in"
+	optedIn.Labels[contract.LabelSparkAppSelector] = "spark-client-mode-opted-in"
 	optedIn.Labels[contract.LabelResilient] = "true"
 	if _, err := kube().CoreV1().Pods(ns).Create(ctx, optedIn, metav1.CreateOptions{}); err == nil ||
 		!strings.Contains(err.Error(), "driverset cannot take over driver pod") {
