@@ -38,6 +38,11 @@ type NotConvertible struct {
 	// Pod is "<namespace>/<name>", or the generateName when the pod has no name yet.
 	Pod    string
 	Reason string
+	// NotSparkSubmit is true when the pod is not a driver pod of spark-submit --deploy-mode cluster
+	// at all: another controller's (an operator, a Deployment), or one whose driver container does
+	// not run Spark's "driver" entry (a client-mode driver). The namespace policy leaves such a pod
+	// alone; the reasons without it are a cluster driver that cannot be held safely.
+	NotSparkSubmit bool
 }
 
 func (e *NotConvertible) Error() string {
@@ -46,6 +51,13 @@ func (e *NotConvertible) Error() string {
 
 func notConvertible(pod *corev1.Pod, format string, args ...any) *NotConvertible {
 	return &NotConvertible{Pod: podRef(pod), Reason: fmt.Sprintf(format, args...)}
+}
+
+// notSparkSubmit is notConvertible for a pod that is not spark-submit's cluster driver.
+func notSparkSubmit(pod *corev1.Pod, format string, args ...any) *NotConvertible {
+	nc := notConvertible(pod, format, args...)
+	nc.NotSparkSubmit = true
+	return nc
 }
 
 func podRef(pod *corev1.Pod) string {
@@ -76,7 +88,7 @@ func DriverContainerIndex(pod *corev1.Pod) (int, error) {
 	if i := driverContainer(pod); i >= 0 {
 		return i, nil
 	}
-	return -1, notConvertible(pod, "it has no container named %q and no container whose first argument is %q; "+
+	return -1, notSparkSubmit(pod, "it has no container named %q and no container whose first argument is %q; "+
 		"driverset converts only driver pods made by spark-submit --deploy-mode cluster",
 		contract.DriverContainerName, contract.RoleDriver)
 }
@@ -96,11 +108,11 @@ func checkShape(pod *corev1.Pod) error {
 		if len(c.Args) > 0 {
 			first = fmt.Sprintf("%q", c.Args[0])
 		}
-		return notConvertible(pod, "the args of driver container %q begin with %s, not %q; driverset adds its "+
+		return notSparkSubmit(pod, "the args of driver container %q begin with %s, not %q; driverset adds its "+
 			"--conf settings right after that argument, so keep the args spark-submit generates", c.Name, first, contract.RoleDriver)
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		return notConvertible(pod, "it is already controlled by %s %q; driverset takes over only driver pods that "+
+		return notSparkSubmit(pod, "it is already controlled by %s %q; driverset takes over only driver pods that "+
 			"spark-submit creates itself", ref.Kind, ref.Name)
 	}
 	if pod.Spec.NodeName != "" {

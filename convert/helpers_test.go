@@ -34,11 +34,13 @@ func driverPod() *corev1.Pod {
 	}
 }
 
-// persisted turns pod into its placeholder as the apiserver stores it.
+// persisted turns pod into its placeholder as the apiserver stores it: converted by the webhook,
+// then its matchLabelKeys/mismatchLabelKeys merged into their selectors.
 func persisted(pod *corev1.Pod) *corev1.Pod {
 	if err := ToPlaceholder(pod); err != nil {
 		panic(err)
 	}
+	apiserverMergesLabelKeys(pod)
 	pod.UID = "6f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
 	return pod
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,16 +111,16 @@ func TestToPlaceholderIsIdempotent(t *testing.T) {
 	if !reflect.DeepEqual(pod, once) {
 		t.Errorf("second ToPlaceholder changed the pod:\n%+v\nwas\n%+v", pod, once)
 	}
-	// Either mark alone makes a placeholder; both leave the pod as it is.
-	for _, mark := range []func(*corev1.Pod){
+	// A placeholder that lost its label (what the install's admission policy keys on) gets it back,
+	// and nothing else changes: above all not the recorded resources.
+	for _, lost := range []func(*corev1.Pod){
 		func(p *corev1.Pod) { delete(p.Labels, contract.LabelPlaceholder) },
-		func(p *corev1.Pod) { delete(p.Annotations, contract.AnnotationResources) },
+		func(p *corev1.Pod) { p.Labels[contract.LabelPlaceholder] = "false" },
 	} {
 		p := once.DeepCopy()
-		mark(p)
-		before := p.DeepCopy()
-		if err := ToPlaceholder(p); err != nil || !reflect.DeepEqual(p, before) {
-			t.Errorf("ToPlaceholder on a half-marked placeholder: err=%v changed=%v", err, !reflect.DeepEqual(p, before))
+		lost(p)
+		if err := ToPlaceholder(p); err != nil || !reflect.DeepEqual(p, once) {
+			t.Errorf("ToPlaceholder on a placeholder without its label: err=%v, pod\n%+v\nwant\n%+v", err, p, once)
 		}
 	}
 }
@@ -134,14 +135,29 @@ func TestToPlaceholderRefuses(t *testing.T) {
 			t.Errorf("ToPlaceholder: %v, changed=%v; want a *NotConvertible and no change", err, !reflect.DeepEqual(pod, before))
 		}
 	})
-	t.Run("placeholder mark without the gate", func(t *testing.T) {
-		pod := driverPod()
-		pod.Labels[contract.LabelPlaceholder] = "true"
-		var nc *NotConvertible
-		if err := ToPlaceholder(pod); !errors.As(err, &nc) {
-			t.Errorf("ToPlaceholder: %v, want a *NotConvertible: the pod would run bare", err)
-		}
-	})
+	for _, tc := range []struct {
+		name, reason string
+		mark         func(*corev1.Pod)
+	}{
+		{"placeholder label without the gate", "but not its scheduling gate", func(p *corev1.Pod) { p.Labels[contract.LabelPlaceholder] = "true" }},
+		{"recorded resources without the gate", "but not its scheduling gate", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{contract.AnnotationResources: "{}"}
+		}},
+		// S-0 would get the placeholder's shrunk resources as the real ones.
+		{"label and gate without the recorded resources", "not the annotation driverset.dev/resources", func(p *corev1.Pod) {
+			p.Labels[contract.LabelPlaceholder] = "true"
+			AddGate(&p.Spec, contract.GatePlaceholder)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := driverPod()
+			tc.mark(pod)
+			var nc *NotConvertible
+			if err := ToPlaceholder(pod); !errors.As(err, &nc) || !strings.Contains(nc.Reason, tc.reason) {
+				t.Errorf("ToPlaceholder: %v, want a *NotConvertible saying %q", err, tc.reason)
+			}
+		})
+	}
 }
 
 func TestRealResources(t *testing.T) {

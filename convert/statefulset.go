@@ -99,7 +99,14 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 	}
 
 	spec := &t.Spec
-	RemoveGate(spec, contract.GatePlaceholder)
+	// No scheduling gate of P is carried into S-0, driverset's or anyone's. A gate is lifted by
+	// the controller that added it, on the pod it added it to: Kueue, Volcano or a user's
+	// controller lifts it on P (or never, P never runs anyway) and does not know S-0, so a copy
+	// would hold the driver forever. A controller that holds pods does so with its own webhook
+	// when the pod is created, and S-0 is created through those webhooks like any pod, carrying
+	// P's labels (a Kueue queue name among them); driverset's incarnation gate comes the same way.
+	spec.SchedulingGates = nil
+	unmergeLabelKeys(spec, p.Labels)
 	// The only policy a StatefulSet allows; `driverset wrap` makes sure the driver still runs once.
 	spec.RestartPolicy = corev1.RestartPolicyAlways
 	// Set on p by the scheduler or by admission plugins that set them again for S-0 (Priority,
@@ -121,6 +128,9 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 				cs[i].Resources = *r.DeepCopy()
 			}
 		}
+	}
+	if r, ok := recorded[PodLevelKey]; ok {
+		spec.Resources = r.DeepCopy()
 	}
 
 	spec.Volumes = append(spec.Volumes, corev1.Volume{

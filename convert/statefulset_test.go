@@ -83,7 +83,7 @@ func TestStatefulSetTemplate(t *testing.T) {
 	pod.Spec.Overhead = list("cpu", "250m")
 	pod.Spec.ActiveDeadlineSeconds = &deadline
 	pod.Spec.Hostname, pod.Spec.Subdomain = "h", "sub"
-	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}, {Name: "kueue.x-k8s.io/admission"}}
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "spark-local-dir-1", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "kube-api-access-7x2kq", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
@@ -112,8 +112,10 @@ func TestStatefulSetTemplate(t *testing.T) {
 	if want := map[string]string{"team": "growth", contract.AnnotationMaxRestarts: "5"}; !reflect.DeepEqual(tpl.Annotations, want) {
 		t.Errorf("template annotations %v, want %v", tpl.Annotations, want)
 	}
-	if want := []corev1.PodSchedulingGate{{Name: "example.com/quota"}}; !reflect.DeepEqual(spec.SchedulingGates, want) {
-		t.Errorf("gates %v, want %v", spec.SchedulingGates, want)
+	// No gate of P is carried: a gate is lifted by whoever added it, on the pod it added it to,
+	// so a copy in S-0 would hold the driver forever (see template).
+	if len(spec.SchedulingGates) != 0 {
+		t.Errorf("template gates %v, want none", spec.SchedulingGates)
 	}
 	if spec.RestartPolicy != corev1.RestartPolicyAlways {
 		t.Errorf("restartPolicy %q, want Always", spec.RestartPolicy)
@@ -332,6 +334,9 @@ func apiserverChecks(s *appsv1.StatefulSet, h *corev1.Service) []string {
 		}
 		volumes[v.Name] = true
 	}
+	_, s0errs := s0Create(s.Spec.Template, s.Name+"-0")
+	add("creating S-0", s0errs)
+	add("S-0's pod-level resources", podLevelErrors(&spec))
 	return errs
 }
 

@@ -79,9 +79,19 @@ type submission struct {
 // submit runs spark-submit for a in the background and waits until its driver pod exists.
 func submit(t *testing.T, a sparksim.App) *submission {
 	t.Helper()
+	return submitEdited(t, a, nil)
+}
+
+// submitEdited is submit with the driver pod changed by edit before it is sent, as a pod template
+// (spark.kubernetes.driver.podTemplateFile) would change it.
+func submitEdited(t *testing.T, a sparksim.App, edit func(*corev1.Pod)) *submission {
+	t.Helper()
 	plan, err := a.Plan()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(plan.DriverPod)
 	}
 	s := &submission{plan: plan, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())

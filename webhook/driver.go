@@ -69,11 +69,16 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	if err := d.Default(ctx, pod); err != nil {
 		var nc *convert.NotConvertible
 		if errors.As(err, &nc) {
+			if d.leavesAlone(pod, nc) {
+				return admission.Allowed("not a spark-submit cluster driver: left as it is").WithWarnings(
+					fmt.Sprintf("%s; under the namespace policy %s=%s it runs as it is, without driverset",
+						nc.Error(), contract.LabelPolicy, contract.PolicyEnforce))
+			}
 			return admission.Denied(nc.Error())
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	resp := patched(before, pod, "converted to a driverset placeholder")
+	resp := patched(req.Object.Raw, before, pod, "converted to a driverset placeholder")
 	if !resp.Allowed {
 		return resp
 	}
@@ -96,6 +101,14 @@ func (d *Driver) Default(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	return convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace))
+}
+
+// leavesAlone decides what becomes of a driver pod driverset cannot convert: the namespace policy
+// converts every spark-submit cluster driver, but a spark-role=driver pod that is not one (an
+// operator's, a Deployment's, a client-mode driver) was never driverset's to refuse, so it runs as
+// it is. A pod opted in with the label asked for driverset explicitly and is refused with the reason.
+func (d *Driver) leavesAlone(pod *corev1.Pod, nc *convert.NotConvertible) bool {
+	return d.Enforced && nc.NotSparkSubmit && pod.Labels[contract.LabelResilient] != "true"
 }
 
 // floor is what the namespace's LimitRanges require of each placeholder container.

@@ -1,17 +1,23 @@
 package webhook
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
-// FuzzHandle feeds arbitrary bytes as the pod of a CREATE request: the handler must answer every
-// one without panicking, and a patch it returns must apply to the object it was given.
+// FuzzHandle feeds arbitrary bytes as the pod of a CREATE request to the driver handler, opted
+// in by label or by the namespace policy. Beyond admitted's contract: a Spark driver opted in with
+// the label is either refused or becomes the gated placeholder, with its marks; under the
+// namespace policy, a Spark driver that is allowed is converted the same way, or says in a
+// warning that it runs without driverset.
 func FuzzHandle(f *testing.F) {
 	// Small seeds: the fuzzer minimizes every new input, which is slow for a full Spark pod.
 	small, err := json.Marshal(sparkDriver())
@@ -31,18 +37,37 @@ func FuzzHandle(f *testing.F) {
 	}
 	f.Add(full, false)
 	f.Add([]byte(`{"metadata":{"labels":{"spark-role":"driver"}},"spec":{"containers":[{"name":"spark-kubernetes-driver","args":["driver"]}]}}`), true)
+	f.Add([]byte(`{"metadata":{"labels":{"spark-role":"driver","driverset.dev/resilient":"true"}},"spec":{"containers":[{"name":"x","args":["driver"]}]}}`), false)
+	f.Add([]byte(`{"metadata":{"labels":{"spark-role":"driver","driverset.dev/resilient":"true"}},"spec":null}`), false)
 	f.Add([]byte(`{"metadata":{"labels":null},"spec":{"containers":null}}`), true)
 	f.Add([]byte(`null`), false)
 	f.Fuzz(func(t *testing.T, raw []byte, enforced bool) {
-		resp := (&Driver{Enforced: enforced}).Handle(context.Background(), createRequest(raw, false))
-		if resp.Result == nil && len(resp.Patches) == 0 {
-			t.Fatalf("response without a result or a patch: %+v", resp)
+		resp, out := admitted(t, &Driver{Enforced: enforced}, raw)
+		in := decodedPod(raw)
+		if !resp.Allowed || in == nil || in.Labels[contract.LabelSparkRole] != contract.RoleDriver || hasLabel(in, contract.LabelDriver) {
+			return
 		}
-		if !resp.Allowed && len(resp.Patches) != 0 {
-			t.Fatalf("a refusal with a patch: %+v", resp)
+		optedIn := in.Labels[contract.LabelResilient] == "true"
+		if !optedIn && !enforced {
+			if len(resp.Patches) != 0 {
+				t.Fatalf("a driver that did not opt in was patched: %v", resp.Patches)
+			}
+			return
 		}
-		if len(resp.Patches) != 0 {
-			applyPatch(t, raw, resp.Patches)
+		if !optedIn && len(resp.Patches) == 0 && !convert.IsPlaceholder(in) {
+			for _, w := range resp.Warnings {
+				if strings.Contains(w, "runs as it is, without driverset") {
+					return
+				}
+			}
+			t.Fatalf("under the namespace policy, a driver was allowed unconverted without a warning: %+v", resp.Result)
+		}
+		if out == nil || !convert.HasGate(&out.Spec, contract.GatePlaceholder) || !convert.IsPlaceholder(out) ||
+			out.Labels[contract.LabelPlaceholder] != "true" {
+			t.Fatalf("an allowed opted-in driver is not a gated placeholder with its marks: %+v\npatched pod: %+v", resp.Result, out)
+		}
+		if _, ok := out.Annotations[contract.AnnotationResources]; !ok && !convert.IsPlaceholder(in) {
+			t.Fatalf("the placeholder does not record the driver's resources: annotations %v", out.Annotations)
 		}
 	})
 }

@@ -64,6 +64,7 @@ func TestDriverDecides(t *testing.T) {
 		pod      func(*corev1.Pod)
 		want     verdict
 		message  string // a part of the response's message
+		warning  string // a part of the response's one warning, "" = no warning
 	}{
 		{name: "opted-in driver is converted", want: converted, message: "converted to a driverset placeholder"},
 		{name: "driver without the label is left alone", pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelResilient) },
@@ -107,6 +108,41 @@ func TestDriverDecides(t *testing.T) {
 		{name: "relative entrypoint is denied", pod: func(p *corev1.Pod) {
 			p.Annotations = map[string]string{contract.AnnotationEntrypoint: "entrypoint.sh"}
 		}, want: denied, message: `driverset.dev/entrypoint="entrypoint.sh" is not an absolute path`},
+
+		// The namespace policy converts spark-submit's cluster drivers; a spark-role=driver pod that
+		// is not one (an operator's, a Deployment's, a client-mode driver) was never driverset's to
+		// refuse: it runs as it is, and the user is told. The explicit opt-in label keeps the denial.
+		{name: "enforced: a driver controlled by an operator runs unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", UID: "u1", Controller: &yes}}
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `already controlled by SparkApplication "pi"`},
+		{name: "enforced: a Deployment's driver pod runs unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "notebook-5d9c", UID: "u1", Controller: &yes}}
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `already controlled by ReplicaSet "notebook-5d9c"`},
+		{name: "enforced: a client-mode driver runs unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			p.Spec.Containers[0].Name = "notebook"
+			p.Spec.Containers[0].Args = []string{"spark-submit", "--deploy-mode", "client", "app.py"}
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `no container named "spark-kubernetes-driver"`},
+		{name: "enforced: args not beginning with driver run unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			p.Spec.Containers[0].Args = []string{"spark-shell"}
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `begin with "spark-shell", not "driver"`},
+		{name: "enforced with the opt-in label: a controlled driver is still denied", enforced: true, pod: func(p *corev1.Pod) {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "notebook-5d9c", UID: "u1", Controller: &yes}}
+		}, want: denied, message: `already controlled by ReplicaSet "notebook-5d9c"`},
+		{name: "enforced: a cluster driver that cannot be held is still denied", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			p.Spec.NodeName = "n1"
+		}, want: denied, message: `spec.nodeName is set ("n1")`},
+		{name: "enforced: a cluster driver with a bad annotation is still denied", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			p.Annotations = map[string]string{contract.AnnotationMaxRestarts: "many"}
+		}, want: denied, message: `driverset.dev/max-restarts="many"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +153,9 @@ func TestDriverDecides(t *testing.T) {
 			resp := (&Driver{Enforced: tc.enforced}).Handle(context.Background(), createRequest(encode(t, pod), false))
 			if resp.Result == nil || !strings.Contains(resp.Result.Message, tc.message) {
 				t.Errorf("message %+v, want one containing %q", resp.Result, tc.message)
+			}
+			if tc.warning != "" && (len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], tc.warning)) {
+				t.Errorf("warnings %q, want one containing %q", resp.Warnings, tc.warning)
 			}
 			switch tc.want {
 			case unchanged:

@@ -77,13 +77,13 @@ func (x *Executor) handle(ctx context.Context, req admission.Request) admission.
 	var urlLeft *convert.DriverURLUnchanged
 	switch {
 	case errors.As(err, &urlLeft):
-		return patched(before, pod, fmt.Sprintf("owned by driver pod %s", driver.Name)).
+		return patched(req.Object.Raw, before, pod, fmt.Sprintf("owned by driver pod %s", driver.Name)).
 			WithWarnings(urlLeft.Error())
 	case err != nil:
 		// Unpatched is safe (see Executor), so a pod driverset cannot tie to the driver runs as Spark made it.
 		return admission.Allowed("left as Spark made it").WithWarnings("driverset: " + err.Error())
 	}
-	return patched(before, pod, fmt.Sprintf("pointed at driver pod %s (%s)", driver.Name,
+	return patched(req.Object.Raw, before, pod, fmt.Sprintf("pointed at driver pod %s (%s)", driver.Name,
 		contract.NamesOfStatefulSet(driver.Labels[contract.LabelDriver]).DriverHost(driver.Namespace)))
 }
 

@@ -58,7 +58,7 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	return patched(before, pod, HoldIncarnation(pod, executors.Items))
+	return patched(req.Object.Raw, before, pod, HoldIncarnation(pod, executors.Items))
 }
 
 // incarnationApp returns the app id of pod when it is a driver pod driverset runs, else why the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	jsonpatch5 "github.com/evanphx/json-patch/v5"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,15 +41,40 @@ func podCreate(req admission.Request, doing string) (*corev1.Pod, *admission.Res
 	return pod, nil
 }
 
-// patched answers with the JSON patch from before (the pod as decoded, re-encoded) to pod as the
-// handler left it. Both sides are encoded the same way, so the patch holds exactly the handler's
-// changes and never touches fields this build's types do not know.
-func patched(before []byte, pod *corev1.Pod, message string) admission.Response {
+// patched answers with a JSON patch that turns raw, the request's object exactly as the apiserver
+// sent it, into that object with the handler's changes: the changes are the library's diff from
+// before (the pod as decoded, re-encoded) to pod as the handler left it, both encoded the same
+// way, so fields this build's types do not know are never touched. They are applied to raw,
+// creating parents raw lacks but the re-encoding has (a pod without spec, say); the answer is
+// then the library's diff from raw, which applies to raw by construction. A change that cannot
+// be made to raw (a parent that is not an object there) is an error, not a patch that would fail
+// in the apiserver.
+func patched(raw, before []byte, pod *corev1.Pod, message string) admission.Response {
 	after, err := json.Marshal(pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	resp := admission.PatchResponseFromRaw(before, after)
+	changes, err := jsonpatch.CreatePatch(before, after)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	target := raw
+	if len(changes) != 0 {
+		ops, err := json.Marshal(changes)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		p, err := jsonpatch5.DecodePatch(ops)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		opts := jsonpatch5.NewApplyOptions()
+		opts.EnsurePathExistsOnAdd = true
+		if target, err = p.ApplyWithOptions(raw, opts); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("driverset could not make its change to the pod as sent: %w", err))
+		}
+	}
+	resp := admission.PatchResponseFromRaw(raw, target)
 	if resp.Allowed {
 		resp.Result = &metav1.Status{Code: http.StatusOK, Message: message}
 	}

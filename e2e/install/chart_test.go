@@ -359,7 +359,8 @@ func webhookNames(t *testing.T, objs []*unstructured.Unstructured) []string {
 // scoped says whether a kind the chart renders lives in a namespace.
 func scoped(kind string) bool {
 	switch kind {
-	case "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "Namespace":
+	case "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "Namespace",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 		return false
 	}
 	return true
