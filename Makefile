@@ -47,8 +47,9 @@ demo: testbed-bin
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/driverset ./cmd/driverset
 
-## lint: formatting, vet, and golangci-lint when installed
+## lint: formatting, go.mod tidy, vet, and golangci-lint when installed
 lint:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped"; fi
