@@ -43,9 +43,14 @@ testbed-down:
 demo: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) run ./e2e/cmd/demo
 
-## build: the driverset binary
+# The version stamped into the binary (`driverset version`, the driverset_build_info metric).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   = -X github.com/driverset/driverset/version.stamped=$(VERSION) -X github.com/driverset/driverset/version.stampedRevision=$(REVISION)
+
+## build: the driverset binary, stamped with VERSION (default: git describe --tags --always --dirty)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/driverset ./cmd/driverset
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/driverset ./cmd/driverset
 
 ## lint: formatting, go.mod tidy, vet, and golangci-lint when installed
 lint:

@@ -3,8 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/driverset/driverset/version"
 )
 
 func TestServeFlags(t *testing.T) {
@@ -64,4 +69,40 @@ func TestUnknownCommand(t *testing.T) {
 	if code := run(nil); code != 2 {
 		t.Errorf("exit code %d with no command, want 2", code)
 	}
+}
+
+// `driverset version` is a command of its own (exit 0), not an unknown one.
+func TestVersionCommand(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code := run(args); code != 0 {
+			t.Errorf("exit code %d for %v, want 0", code, args)
+		}
+	}
+}
+
+// serve's metrics include driverset_build_info, next to the controller's.
+func TestRegisterMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := registerMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "driverset_build_info" {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range f.Metric[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["version"] != version.Get().Version || labels["go_version"] != runtime.Version() || f.Metric[0].GetGauge().GetValue() != 1 {
+			t.Errorf("driverset_build_info %v = %v, want version %q, go_version %q, value 1",
+				labels, f.Metric[0].GetGauge().GetValue(), version.Get().Version, runtime.Version())
+		}
+		return
+	}
+	t.Error("driverset_build_info is not registered")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,6 +34,7 @@ import (
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/controller"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/version"
 	"github.com/driverset/driverset/webhook"
 )
 
@@ -144,7 +146,7 @@ func serve(ctx context.Context, args []string) error {
 	hooks.Register(webhook.ExecutorPath, &admission.Webhook{Handler: &webhook.Executor{Reader: mgr.GetCache()}})
 	hooks.Register(webhook.IncarnationPath, &admission.Webhook{Handler: &webhook.Incarnation{Reader: mgr.GetCache()}})
 
-	metrics, err := controller.NewMetrics(ctrlmetrics.Registry)
+	metrics, err := registerMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return err
 	}
@@ -253,6 +255,15 @@ func ownImage(ctx context.Context, cfg *rest.Config, ns, name string) (string, e
 		}
 	}
 	return "", fmt.Errorf("pod %s/%s has no container named driverset; set --image", ns, name)
+}
+
+// registerMetrics registers driverset's metrics on reg (controller-runtime's registry, served at
+// --metrics-bind-address): the build that runs, and the controller's.
+func registerMetrics(reg prometheus.Registerer) (*controller.Metrics, error) {
+	if err := reg.Register(version.Collector(version.Get())); err != nil {
+		return nil, err
+	}
+	return controller.NewMetrics(reg)
 }
 
 func ptr[T any](v T) *T { return &v }
