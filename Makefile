@@ -1,6 +1,8 @@
 # driverset — see README.md.
 SHELL := /usr/bin/env bash
 GO    ?= go
+# A bare `make` lists the targets; nothing long starts by accident.
+.DEFAULT_GOAL := help
 
 # Tests that need the test bed's binaries carry the build tag `testbed`; without it, `go test`
 # runs the fast tests alone.
@@ -18,9 +20,9 @@ test: testbed-bin
 test-unit:
 	$(GO) test -count=1 ./...
 
-## e2e: only driverset's scenarios on the test bed, verbose
+## e2e: only driverset's scenarios on the test bed, verbose; RUN=TestName (a go test -run pattern) runs only those
 e2e: testbed-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m ./e2e/
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/
 
 ## testbed-bin: build (or find) the test bed's binaries and print their folder
 testbed-bin:
@@ -62,3 +64,8 @@ lint:
 ## bench: recovery time on each node-loss path, driverset next to a plain StatefulSet, as ratios
 bench: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./e2e/
+
+.PHONY: help
+## help: this list (the default goal)
+help:
+	@awk '/^## [a-z0-9-]+: / { sub(/^## /, ""); i = index($$0, ": "); printf "  %-13s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2) }' $(MAKEFILE_LIST)
