@@ -4,7 +4,8 @@
 # into any Spark image (glibc or musl alike: it is static).
 #
 #   docker build -t driverset/driverset:dev .
-#   docker buildx build --platform linux/amd64,linux/arm64 -t REPO:TAG --push .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REPO:TAG --push \
+#     --build-arg VERSION=$(git describe --tags --always --dirty) --build-arg REVISION=$(git rev-parse HEAD) .
 
 # The builder runs on the build machine's platform and cross-compiles (no emulation).
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
@@ -15,10 +16,15 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# What `driverset version` and driverset_build_info report (.git is not in the build context).
+ARG VERSION=dev
+ARG REVISION=
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w" -o /out/driverset ./cmd/driverset
+    go build -trimpath \
+      -ldflags="-s -w -X github.com/driverset/driverset/version.stamped=${VERSION} -X github.com/driverset/driverset/version.stampedRevision=${REVISION}" \
+      -o /out/driverset ./cmd/driverset
 
 # No shell, no package manager; user 65532 (nonroot), which the manifests' runAsUser also name.
 FROM gcr.io/distroless/static-debian13:nonroot

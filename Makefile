@@ -1,6 +1,8 @@
 # driverset — see README.md.
 SHELL := /usr/bin/env bash
 GO    ?= go
+# A bare `make` lists the targets; nothing long starts by accident.
+.DEFAULT_GOAL := help
 
 # Tests that need the test bed's binaries carry the build tag `testbed`; without it, `go test`
 # runs the fast tests alone.
@@ -18,9 +20,9 @@ test: testbed-bin node-packages
 test-unit:
 	$(GO) test -count=1 ./...
 
-## e2e: only driverset's scenarios on the test bed, verbose
+## e2e: only driverset's scenarios on the test bed, verbose; RUN=TestName (a go test -run pattern) runs only those
 e2e: testbed-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m ./e2e/
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/
 
 ## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; needs root), verbose
 e2e-real: testbed-bin node-packages
@@ -51,12 +53,18 @@ testbed-down:
 demo: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) run ./e2e/cmd/demo
 
-## build: the driverset binary
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/driverset ./cmd/driverset
+# The version stamped into the binary (`driverset version`, the driverset_build_info metric).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   = -X github.com/driverset/driverset/version.stamped=$(VERSION) -X github.com/driverset/driverset/version.stampedRevision=$(REVISION)
 
-## lint: formatting, vet, and golangci-lint when installed
+## build: the driverset binary, stamped with VERSION (default: git describe --tags --always --dirty)
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/driverset ./cmd/driverset
+
+## lint: formatting, go.mod tidy, vet, and golangci-lint when installed
 lint:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped"; fi
@@ -64,3 +72,8 @@ lint:
 ## bench: recovery time on each node-loss path, driverset next to a plain StatefulSet, as ratios
 bench: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./e2e/
+
+.PHONY: help
+## help: this list (the default goal)
+help:
+	@awk '/^## [a-z0-9-]+: / { sub(/^## /, ""); i = index($$0, ": "); printf "  %-13s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2) }' $(MAKEFILE_LIST)

@@ -50,7 +50,7 @@ const (
 	AnnotationFenceAfter = "driverset.dev/fence-after"
 )
 
-// What Spark puts on its pods (spark-facts.md §2–3).
+// What Spark puts on its pods (docs/spark-facts.md §2–3).
 const (
 	LabelSparkRole        = "spark-role"
 	RoleDriver            = "driver"

@@ -144,7 +144,7 @@ type Budget struct {
 	Backoff, MaxBackoff time.Duration
 }
 
-// decide is the driver lifecycle of DESIGN.md as a pure function.
+// decide is the driver lifecycle (docs/design.md#lifecycle-decisions) as a pure function.
 func decide(o Outcome, b Budget, now time.Time) Decision {
 	switch {
 	case !o.Exited:

@@ -38,7 +38,7 @@ type NodeLoss struct {
 	Note string
 }
 
-// assessNode is the node-loss policy of DESIGN.md as a pure function. node is nil when the Node
+// assessNode is the node-loss policy (docs/design.md#node-loss) as a pure function. node is nil when the Node
 // object does not exist; fenceAfter 0 means never fence.
 func assessNode(driver *corev1.Pod, node *corev1.Node, fenceAfter time.Duration, now time.Time) NodeLoss {
 	if driver == nil || driver.Spec.NodeName == "" {

@@ -28,7 +28,7 @@ import (
 )
 
 // Placeholder reconciles one placeholder pod P: it makes P's headless Service H and StatefulSet S,
-// and carries the driver's lifecycle (DESIGN.md flow steps 2, 4 and "Driver lifecycle").
+// and carries the driver's lifecycle (docs/design.md: the StatefulSet, status, lifecycle decisions).
 type Placeholder struct {
 	Client  client.Client
 	Events  events.EventRecorder

@@ -29,7 +29,7 @@ func (e *DriverURLUnchanged) Error() string {
 }
 
 // Executor points executor pod e, in place, at the driver that runs in driverPod: a driverset
-// StatefulSet pod (S-0) as the informer cache holds it (DESIGN flow step 3).
+// StatefulSet pod (S-0) as the informer cache holds it (docs/design.md#the-executor-patch).
 //
 //   - SPARK_DRIVER_URL's host, in every container and init container that sets it to a literal
 //     value, becomes the stable <S>-0.<H>.<ns>.svc; the scheme, the endpoint name and the port stay.

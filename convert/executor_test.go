@@ -47,7 +47,7 @@ func exEnv(url string) []corev1.EnvVar {
 	}
 }
 
-// Executor pods as each Spark version's driver posts them (spark-facts.md §3), owned by owner.
+// Executor pods as each Spark version's driver posts them (docs/spark-facts.md §3), owned by owner.
 func executor35(url string, owner metav1.OwnerReference) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

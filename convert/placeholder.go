@@ -39,8 +39,8 @@ func IsPlaceholder(pod *corev1.Pod) bool {
 	return pod.Labels[contract.LabelPlaceholder] == "true" || recorded
 }
 
-// ToPlaceholder turns pod, in place, into the gated placeholder that no node ever runs (DESIGN flow
-// step 1): the placeholder gate and label, the real resources recorded in an annotation, and
+// ToPlaceholder turns pod, in place, into the gated placeholder that no node ever runs
+// (docs/design.md#the-placeholder): the placeholder gate and label, the real resources recorded in an annotation, and
 // shrunk resources so the namespace's quota is not charged twice for one driver.
 //
 // It returns Check's error, leaving pod untouched, when pod cannot be converted. A pod that is

@@ -11,7 +11,7 @@ import (
 	"github.com/driverset/driverset/contract"
 )
 
-// sparkDriverPorts are the ports Spark's driver listens on by default (spark-facts §2), used when
+// sparkDriverPorts are the ports Spark's driver listens on by default (docs/spark-facts.md §2), used when
 // the driver container declares none.
 func sparkDriverPorts() []corev1.ContainerPort {
 	return []corev1.ContainerPort{

@@ -206,7 +206,7 @@ func installContainer(o Options) corev1.Container {
 
 // wrapDriver runs the driver container's entrypoint under `driverset wrap` and points Spark at the
 // running pod's own name and stable host. `--conf k=v` right after "driver" wins over the
-// properties file (spark-facts §3), so Spark's own settings need no change.
+// properties file (docs/spark-facts.md §3), so Spark's own settings need no change.
 // entry is what the container ran before: its command, or the image's entrypoint.
 func wrapDriver(c *corev1.Container, entry []string, host string) {
 	// wrap must write its termination message into the file the kubelet reads for this container:

@@ -26,8 +26,8 @@ const (
 	DriverEnforcedPath = "/mutate-driver-enforced"
 )
 
-// Driver admits Spark driver pods: an opted-in driver becomes the gated placeholder of DESIGN flow
-// step 1, one that cannot be taken over safely is denied with the reason, and every other pod is
+// Driver admits Spark driver pods: an opted-in driver becomes the gated placeholder of
+// docs/design.md#the-placeholder, one that cannot be taken over safely is denied with the reason, and every other pod is
 // allowed unchanged. It is a pure function of the request: no API calls, the same answer on
 // dry-run, and no change to a pod it already converted.
 type Driver struct {

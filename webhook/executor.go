@@ -22,7 +22,7 @@ import (
 const ExecutorPath = "/mutate-executor"
 
 // Executor points the executors of a driver that driverset runs at that driver's stable name and
-// ties them to the live driver pod (DESIGN flow step 3, convert.Executor). Every other pod is
+// ties them to the live driver pod (docs/design.md#the-executor-patch, convert.Executor). Every other pod is
 // allowed unchanged.
 //
 // Its webhook entry fails open (failurePolicy Ignore), and so does the handler: an executor left

@@ -3,6 +3,7 @@
 //	driverset serve        the admission webhook and the (leader-elected) controller
 //	driverset wrap -- CMD  runs a driver's entrypoint at most once per pod (inside driver pods)
 //	driverset copy-binary  copies this binary into a shared volume (the driver pod's init container)
+//	driverset version      prints the version, VCS revision and Go version of this build
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/driverset/driverset/version"
 	"github.com/driverset/driverset/wrap"
 )
 
@@ -23,6 +25,7 @@ commands:
   serve        run the admission webhook and the controller
   wrap         run a Spark driver's entrypoint at most once per pod: driverset wrap [flags] -- CMD [ARGS...]
   copy-binary  copy this binary to DEST (used by the driver pod's init container): driverset copy-binary DEST
+  version      print this build's version, VCS revision and Go version
 `
 
 func main() {
@@ -66,6 +69,9 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "driverset copy-binary:", err)
 			return 1
 		}
+		return 0
+	case "version", "--version":
+		fmt.Println(version.Get())
 		return 0
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/driverset/driverset/version"
 )
 
 func TestServeFlags(t *testing.T) {
@@ -63,5 +69,92 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	if code := run(nil); code != 2 {
 		t.Errorf("exit code %d with no command, want 2", code)
+	}
+}
+
+// `driverset version` is a command of its own (exit 0), not an unknown one.
+func TestVersionCommand(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code := run(args); code != 0 {
+			t.Errorf("exit code %d for %v, want 0", code, args)
+		}
+	}
+}
+
+// serve's metrics include driverset_build_info, next to the controller's.
+func TestRegisterMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := registerMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "driverset_build_info" {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range f.Metric[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["version"] != version.Get().Version || labels["go_version"] != runtime.Version() || f.Metric[0].GetGauge().GetValue() != 1 {
+			t.Errorf("driverset_build_info %v = %v, want version %q, go_version %q, value 1",
+				labels, f.Metric[0].GetGauge().GetValue(), version.Get().Version, runtime.Version())
+		}
+		return
+	}
+	t.Error("driverset_build_info is not registered")
+}
+
+// --log-level chooses how much serve logs; zap's own flags are there for finer control, and
+// --zap-log-level, being the more specific, wins.
+func TestServeLogLevel(t *testing.T) {
+	all := []string{"debug", "info", "error"}
+	cases := []struct {
+		name    string
+		args    []string
+		logged  []string // which of a debug, an info and an error line come out
+		wantErr string
+	}{
+		{name: "default is info", logged: []string{"info", "error"}},
+		{name: "debug", args: []string{"--log-level=debug"}, logged: all},
+		{name: "info", args: []string{"--log-level=info"}, logged: []string{"info", "error"}},
+		{name: "error", args: []string{"--log-level=error"}, logged: []string{"error"}},
+		{name: "zap's own level wins", args: []string{"--log-level=error", "--zap-log-level=debug"}, logged: all},
+		{name: "zap's development mode logs debug by default", args: []string{"--zap-devel"}, logged: all},
+		{name: "an explicit level wins over development mode", args: []string{"--zap-devel", "--log-level=error"}, logged: []string{"error"}},
+		{name: "zap's encoder flag is there", args: []string{"--zap-encoder=console"}, logged: []string{"info", "error"}},
+		{name: "unknown level", args: []string{"--log-level=verbose"}, wantErr: `--log-level "verbose"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := parseServeFlags(append([]string{"--image=x"}, tc.args...))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one mentioning %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The logger serve builds from these flags: what it writes is what counts.
+			var out bytes.Buffer
+			logger := newLogger(f, &out)
+			logger.V(1).Info("line-debug")
+			logger.Info("line-info")
+			logger.Error(nil, "line-error")
+			var logged []string
+			for _, l := range all {
+				if strings.Contains(out.String(), "line-"+l) {
+					logged = append(logged, l)
+				}
+			}
+			if strings.Join(logged, ",") != strings.Join(tc.logged, ",") {
+				t.Errorf("logged %v, want %v; output:\n%s", logged, tc.logged, out.String())
+			}
+		})
 	}
 }

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,6 +37,7 @@ import (
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/controller"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/version"
 	"github.com/driverset/driverset/webhook"
 )
 
@@ -56,6 +61,8 @@ type serveFlags struct {
 	webhookConfig     string
 	certExtraHosts    string
 	certInterval      time.Duration
+	logLevel          string
+	zap               zap.Options
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -80,7 +87,12 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.webhookConfig, "webhook-config", "driverset", "with --self-managed-tls: the MutatingWebhookConfiguration whose caBundle driverset keeps")
 	fs.StringVar(&f.certExtraHosts, "webhook-cert-extra-hosts", "", "with --self-managed-tls: more names or IPs for the serving certificate, comma-separated")
 	fs.DurationVar(&f.certInterval, "cert-check-interval", 30*time.Second, "with --self-managed-tls: how often each replica checks the CA Secret and the caBundle; a CA rotation takes about 8 of these")
+	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
+	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if err := f.applyLogLevel(fs); err != nil {
 		return f, err
 	}
 	if f.image == "" && (os.Getenv("POD_NAME") == "" || os.Getenv("POD_NAMESPACE") == "") {
@@ -89,13 +101,46 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	return f, nil
 }
 
+// logLevel is the zap level of a --log-level value. zap logs logr's V(1) at its debug level.
+func logLevel(name string) (zapcore.Level, bool) {
+	switch name {
+	case "debug":
+		return zapcore.DebugLevel, true
+	case "info":
+		return zapcore.InfoLevel, true
+	case "error":
+		return zapcore.ErrorLevel, true
+	}
+	return 0, false
+}
+
+// applyLogLevel sets the logger's level from --log-level, unless zap's own --zap-log-level was
+// given, or --zap-devel without an explicit --log-level (development mode then logs debug).
+func (f *serveFlags) applyLogLevel(fs *flag.FlagSet) error {
+	level, ok := logLevel(f.logLevel)
+	if !ok {
+		return fmt.Errorf("--log-level %q: want debug, info or error", f.logLevel)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if !given["zap-log-level"] && (given["log-level"] || !f.zap.Development) {
+		f.zap.Level = level
+	}
+	return nil
+}
+
+// newLogger is serve's logger, written to w: JSON unless zap's flags say otherwise.
+func newLogger(f serveFlags, w io.Writer) logr.Logger {
+	return zap.New(zap.UseFlagOptions(&f.zap), zap.WriteTo(w))
+}
+
 // serve runs the webhook (on every replica) and the controller (on the leader) until ctx ends.
 func serve(ctx context.Context, args []string) error {
 	f, err := parseServeFlags(args)
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New())
+	ctrl.SetLogger(newLogger(f, os.Stderr))
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -144,7 +189,7 @@ func serve(ctx context.Context, args []string) error {
 	hooks.Register(webhook.ExecutorPath, &admission.Webhook{Handler: &webhook.Executor{Reader: mgr.GetCache()}})
 	hooks.Register(webhook.IncarnationPath, &admission.Webhook{Handler: &webhook.Incarnation{Reader: mgr.GetCache()}})
 
-	metrics, err := controller.NewMetrics(ctrlmetrics.Registry)
+	metrics, err := registerMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return err
 	}
@@ -253,6 +298,15 @@ func ownImage(ctx context.Context, cfg *rest.Config, ns, name string) (string, e
 		}
 	}
 	return "", fmt.Errorf("pod %s/%s has no container named driverset; set --image", ns, name)
+}
+
+// registerMetrics registers driverset's metrics on reg (controller-runtime's registry, served at
+// --metrics-bind-address): the build that runs, and the controller's.
+func registerMetrics(reg prometheus.Registerer) (*controller.Metrics, error) {
+	if err := reg.Register(version.Collector(version.Get())); err != nil {
+		return nil, err
+	}
+	return controller.NewMetrics(reg)
 }
 
 func ptr[T any](v T) *T { return &v }

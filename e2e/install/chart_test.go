@@ -214,6 +214,16 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "log level",
+			values: map[string]any{"logLevel": "debug"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+				if !containsString(args, "--log-level=debug") {
+					t.Errorf("args %v lack --log-level=debug", args)
+				}
+			},
+		},
+		{
 			name:   "namespace policy off: only opted-in drivers",
 			values: map[string]any{"namespacePolicy": map[string]any{"enabled": false}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -312,6 +322,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"no replica", map[string]any{"replicas": 0}},
 		{"a backoff that is not a duration", map[string]any{"restartBackoff": "ten seconds"}},
 		{"unknown pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}},
+		{"unknown log level", map[string]any{"logLevel": "verbose"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if objs, err := renderChart(t, systemNamespace, tc.values); err == nil {

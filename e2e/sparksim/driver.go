@@ -57,7 +57,7 @@ func StartDriver(ctx context.Context, c kubernetes.Interface, ns, podName string
 	return StartDriverWith(ctx, c, ns, podName, DriverOptions{})
 }
 
-// StartDriverWith plays the start of the driver JVM (spark-facts §3):
+// StartDriverWith plays the start of the driver JVM (docs/spark-facts.md §3):
 //  1. reads the driver container of pod ns/podName (the one named spark-kubernetes-driver, else
 //     the first), resolves its env and $(VAR)s as the kubelet does and finds the arguments after
 //     "driver" (see sparkArgs for the accepted wrapper shapes);

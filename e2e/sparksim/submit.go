@@ -48,7 +48,7 @@ type Result struct {
 	ExitCode int
 }
 
-// Submit runs `spark-submit --deploy-mode cluster` for app against c (spark-facts §1):
+// Submit runs `spark-submit --deploy-mode cluster` for app against c (docs/spark-facts.md §1):
 //  1. (2.4 only) opens the watch on the driver pod's name;
 //  2. POSTs the driver pod — if refused, returns the apiserver's error with ExitCode 1 and creates
 //     nothing else;

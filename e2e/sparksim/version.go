@@ -2,7 +2,7 @@
 // cluster mode (Plan, Submit) and the driver JVM that then runs in a pod (StartDriver). Both talk
 // to an apiserver through client-go and build the objects that Spark 2.4, 3.5 and 4.1 build, call
 // by call, so that driverset's webhook and controller can be tested against what Spark really
-// sends. The behaviour followed is the one written down in the project's spark-facts notes and in
+// sends. The behaviour followed is the one written down in docs/spark-facts.md and in
 // Spark's resource-managers/kubernetes sources; each file says which part it plays.
 //
 // Not confirmed against a release tag (read from Spark's main line, or inferred): whether 2.4's
