@@ -54,6 +54,7 @@ type cluster struct {
 	p       types.NamespacedName
 	names   contract.Names
 	deletes []deletion
+	creates []string // "Kind/name" of every Create call that reached the fake apiserver
 }
 
 // sparkDriverPod is spark-submit's Spark 3.5 driver pod as the webhook receives it (the fixture the
@@ -101,18 +102,20 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
 		Build()
 	h.r = &Placeholder{
-		Client:  h.c,
-		Events:  h.rec,
-		Convert: convert.Options{Image: "registry.example/driverset:test"},
-		Budget:  Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
-		Metrics: metrics,
-		Now:     func() time.Time { return h.now },
+		Client:    h.c,
+		APIReader: h.c,
+		Events:    h.rec,
+		Convert:   convert.Options{Image: "registry.example/driverset:test"},
+		Budget:    Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
+		Metrics:   metrics,
+		Now:       func() time.Time { return h.now },
 	}
 	return h
 }
 
 // create gives every new object a UID, as the apiserver does (the fake client does not).
 func (h *cluster) create(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	h.creates = append(h.creates, reflect.TypeOf(obj).Elem().Name()+"/"+obj.GetName())
 	if obj.GetUID() == "" {
 		obj.SetUID(uuid.NewUUID())
 	}

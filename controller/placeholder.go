@@ -30,10 +30,13 @@ import (
 // Placeholder reconciles one placeholder pod P: it makes P's headless Service H and StatefulSet S,
 // and carries the driver's lifecycle (DESIGN.md flow steps 2, 4 and "Driver lifecycle").
 type Placeholder struct {
-	Client  client.Client
-	Events  events.EventRecorder
-	Convert convert.Options
-	Budget  Budget // Max is taken from each pod; Backoff and MaxBackoff from here
+	Client client.Client
+	// APIReader reads from the apiserver, not the informer cache: for an object the cache has not
+	// seen yet, and for the facts a dangerous step must not take from a stale cache. Nil: Client.
+	APIReader client.Reader
+	Events    events.EventRecorder
+	Convert   convert.Options
+	Budget    Budget // Max is taken from each pod; Backoff and MaxBackoff from here
 	// FenceAfter is the cluster-wide fence-after; a driver's own annotation wins. 0: never fence.
 	FenceAfter time.Duration
 	Metrics    *Metrics
@@ -149,7 +152,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	if err != nil {
 		return nil, err
 	}
-	if _, err := createOrGet(ctx, r.Client, svc); err != nil {
+	if _, err := r.createOrGet(ctx, svc); err != nil {
 		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
 	}
 	opts := r.Convert
@@ -163,7 +166,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)
 		return nil, err
 	}
-	created, err := createOrGet(ctx, r.Client, want)
+	created, err := r.createOrGet(ctx, want)
 	if err != nil {
 		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
 	}
@@ -180,16 +183,41 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	return want, nil
 }
 
-// createOrGet creates obj, or reads the existing object of its name into obj. created says which.
-func createOrGet(ctx context.Context, c client.Client, obj client.Object) (created bool, err error) {
-	err = c.Create(ctx, obj)
+// createOrGet reads the object of obj's name into obj, or creates obj when none exists. created
+// says which. It reads first: ResourceQuota admission charges a Create before the apiserver finds
+// the name taken, so a Create of an existing object fails in a namespace at its quota and inflates
+// the quota's used below it. A cache miss is confirmed by a live read before creating.
+func (r *Placeholder) createOrGet(ctx context.Context, obj client.Object) (created bool, err error) {
+	key := client.ObjectKeyFromObject(obj)
+	want := obj.DeepCopyObject().(client.Object)
+	err = r.Client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.apiReader().Get(ctx, key, obj)
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	copyInto(obj, want)
+	err = r.Client.Create(ctx, obj)
 	if err == nil {
 		return true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
 		return false, err
 	}
-	return false, c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	return false, r.apiReader().Get(ctx, key, obj)
+}
+
+// copyInto restores obj to want after a failed Get left it in an undefined state.
+func copyInto(obj, want client.Object) {
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(want).Elem())
+}
+
+func (r *Placeholder) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // driverPod returns S-0 when it exists and belongs to S.

@@ -670,3 +670,39 @@ func TestReconcileFinalStatusSurvivesAFailedWrite(t *testing.T) {
 	}
 	h.expectEvents([]string{"Normal Completed"}, nil)
 }
+
+// TestReconcileReadsBeforeItCreates: ResourceQuota admission charges a Create before the apiserver
+// finds the name taken, so a Create of an object that exists fails with "exceeded quota" in a
+// namespace at its limit, and inflates the quota's used below it. Reconcile reads first (the
+// cache, then the apiserver when the cache has not seen the object yet) and creates only what is
+// missing.
+func TestReconcileReadsBeforeItCreates(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	if want := "Service/" + h.names.Service + ",StatefulSet/" + h.names.StatefulSet; strings.Join(h.creates, ",") != want {
+		t.Errorf("first reconcile created %v, want %s", h.creates, want)
+	}
+	h.expectEvents([]string{"Normal Converted"}, nil)
+
+	h.creates = nil
+	h.reconcile()
+	if len(h.creates) != 0 {
+		t.Errorf("a reconcile with everything in place called Create for %v", h.creates)
+	}
+
+	// The cache has not seen the Service and StatefulSet yet; the apiserver has them.
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			switch obj.(type) {
+			case *corev1.Service, *appsv1.StatefulSet:
+				return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	h.reconcile()
+	if len(h.creates) != 0 {
+		t.Errorf("a reconcile on a stale cache called Create for %v", h.creates)
+	}
+	h.expectEvents(nil, nil)
+}

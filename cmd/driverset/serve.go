@@ -150,6 +150,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	r := &controller.Placeholder{
 		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
 		Events:     mgr.GetEventRecorder("driverset.dev/controller"),
 		Convert:    convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
 		Budget:     controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
