@@ -99,6 +99,10 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 	h.c = fake.NewClientBuilder().
 		WithObjects(append([]client.Object{p}, objs...)...).
 		WithStatusSubresource(&corev1.Pod{}).
+		// The apiserver selects Events by the object they are about.
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
+			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+		}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
 		Build()
 	h.r = &Placeholder{
@@ -113,11 +117,15 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 	return h
 }
 
-// create gives every new object a UID, as the apiserver does (the fake client does not).
+// create gives every new object a UID and a creationTimestamp, as the apiserver does (the fake
+// client does not).
 func (h *cluster) create(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 	h.creates = append(h.creates, reflect.TypeOf(obj).Elem().Name()+"/"+obj.GetName())
 	if obj.GetUID() == "" {
 		obj.SetUID(uuid.NewUUID())
+	}
+	if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+		obj.SetCreationTimestamp(metav1.NewTime(h.now))
 	}
 	return c.Create(ctx, obj, opts...)
 }

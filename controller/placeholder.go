@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -56,7 +57,16 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	names := contract.NamesFor(p.Name)
 
+	container := driverContainer(&p)
 	sts, err := r.ensure(ctx, &p)
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		logger.Info("create refused", "error", err.Error())
+		if isTerminal(p.Status.Phase) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Blocked: refused.Error()})
+	}
 	if err != nil || sts == nil {
 		return ctrl.Result{RequeueAfter: time.Second}, err
 	}
@@ -68,7 +78,6 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	container := driverContainer(&p)
 	settings, err := convert.SettingsOf(&p)
 	if err != nil {
 		// The webhook refuses such pods; one edited afterwards keeps the defaults.
@@ -107,6 +116,13 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			}
 			requeue = time.Second
 		}
+	}
+	if driver == nil && decision.Action == Observe {
+		// S-0 is missing: after a while, ask the StatefulSet's Events why, and look again.
+		if view.Blocked, err = r.driverPodFailure(ctx, sts); err != nil {
+			return ctrl.Result{}, err
+		}
+		requeue = missingDriverGrace
 	}
 	if err := r.writeStatus(ctx, &p, view); err != nil {
 		return ctrl.Result{}, err
@@ -203,6 +219,9 @@ func (r *Placeholder) createOrGet(ctx context.Context, obj client.Object) (creat
 		return true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
+		if refusedByAdmission(err) {
+			return false, &refusedError{what: kindOf(obj) + " " + obj.GetName(), err: err}
+		}
 		return false, err
 	}
 	return false, r.apiReader().Get(ctx, key, obj)
@@ -267,6 +286,8 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 		return err
 	}
 	switch {
+	case v.Blocked != "" && want.Message != old.Message:
+		r.event(p, nil, corev1.EventTypeWarning, ReasonFailedCreate, "%s", v.Blocked)
 	case want.Phase == corev1.PodSucceeded && old.Phase != corev1.PodSucceeded:
 		r.event(p, v.Driver, corev1.EventTypeNormal, "Completed", "the driver completed (exit code 0) in pod %s", podRef(v.Driver))
 	case want.Phase == corev1.PodFailed && old.Phase != corev1.PodFailed:

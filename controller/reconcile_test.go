@@ -93,8 +93,9 @@ func TestReconcileConvertsThePlaceholder(t *testing.T) {
 	}
 	h.expectEvents([]string{"Normal Converted"}, map[string][]string{"Converted": {h.names.StatefulSet, h.names.Service, h.names.DriverPodName()}})
 	checkStatus(t, p, corev1.PodPending, "waiting", false, "waiting for the StatefulSet to create the driver pod")
-	if res.RequeueAfter != 0 {
-		t.Errorf("RequeueAfter = %s with nothing to wait for", res.RequeueAfter)
+	if res.RequeueAfter != missingDriverGrace {
+		// Nothing is watched that says why S-0 does not come (the StatefulSet's Events): look again.
+		t.Errorf("RequeueAfter = %s while the driver pod is missing, want %s", res.RequeueAfter, missingDriverGrace)
 	}
 	if len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != contract.GatePlaceholder {
 		t.Errorf("placeholder gates = %+v, want only %s", p.Spec.SchedulingGates, contract.GatePlaceholder)
