@@ -341,6 +341,7 @@ func TestReconcileFencesAfterTheNodeIsLost(t *testing.T) {
 	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "2m"}, m)
 	lost := t0.Add(10 * time.Minute)
 	first := h.driver()
+	h.setNode("node-b", corev1.ConditionTrue, t0) // one lost node of two is no zone-wide disruption
 	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
 
 	h.now = lost.Add(time.Minute)
@@ -706,4 +707,35 @@ func TestReconcileReadsBeforeItCreates(t *testing.T) {
 		t.Errorf("a reconcile on a stale cache called Create for %v", h.creates)
 	}
 	h.expectEvents(nil, nil)
+}
+
+// TestReconcileFencesOnNoStaleCache: the informer cache still has the node unreachable past
+// fence-after, but it has come back: the force-delete is decided on the Node read live.
+func TestReconcileFencesOnNoStaleCache(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "1m"}, nil)
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	stale := &corev1.Node{}
+	if err := h.c.Get(h.ctx, types.NamespacedName{Name: "node-a"}, stale); err != nil {
+		t.Fatal(err)
+	}
+	h.setNode("node-a", corev1.ConditionTrue, lost.Add(30*time.Second)) // back, as the apiserver has it
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if n, ok := obj.(*corev1.Node); ok && key.Name == "node-a" {
+				stale.DeepCopyInto(n)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	h.now = lost.Add(5 * time.Minute)
+	h.reconcile()
+	if got := h.forcedDeletions(); len(got) != 0 {
+		t.Errorf("force-deleted %v on a stale cache; the node is Ready", got)
+	}
+	if d := h.driver(); d == nil || d.DeletionTimestamp != nil {
+		t.Error("the driver pod on a Ready node was deleted")
+	}
 }
