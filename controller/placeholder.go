@@ -78,11 +78,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	settings, err := convert.SettingsOf(&p)
-	if err != nil {
-		// The webhook refuses such pods; one edited afterwards keeps the defaults.
-		logger.Info("invalid driverset settings on placeholder, using defaults", "error", err.Error())
-	}
+	settings, invalid := effectiveSettings(p.Annotations, rememberedSettings(sts), r.FenceAfter)
 	budget := r.Budget
 	budget.Max = settings.MaxRestarts
 	budget.Used, budget.Restarted = restartsOf(&p)
@@ -100,14 +96,10 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 	}
 
-	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used}
+	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used, Invalid: invalid}
 	var requeue time.Duration
 	if decision.Action == Observe && (driver == nil || driver.UID != budget.Restarted) {
-		fenceAfter := r.FenceAfter
-		if settings.FenceAfter > 0 {
-			fenceAfter = settings.FenceAfter
-		}
-		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, fenceAfter); err != nil {
+		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, settings.FenceAfter); err != nil {
 			return ctrl.Result{}, err
 		}
 		if driver != nil && convert.HasGate(&driver.Spec, contract.GateStaleExecutors) {
@@ -180,6 +172,9 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	want, err := convert.StatefulSet(p, opts)
 	if err != nil {
 		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)
+		return nil, err
+	}
+	if err := rememberSettings(want, p); err != nil {
 		return nil, err
 	}
 	created, err := r.createOrGet(ctx, want)
@@ -284,6 +279,9 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 	p.Status = want
 	if err := r.Client.Status().Update(ctx, p); err != nil {
 		return err
+	}
+	if v.Invalid != "" && !strings.Contains(old.Message, v.Invalid) {
+		r.event(p, nil, corev1.EventTypeWarning, "InvalidSetting", "%s", v.Invalid)
 	}
 	switch {
 	case v.Blocked != "" && want.Message != old.Message:

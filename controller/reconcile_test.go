@@ -739,3 +739,38 @@ func TestReconcileFencesOnNoStaleCache(t *testing.T) {
 		t.Error("the driver pod on a Ready node was deleted")
 	}
 }
+
+// TestReconcileFenceAfterZeroTurnsFencingOff: --fence-after is set cluster-wide; a driver's
+// fence-after "0" turns fencing off for it, as the annotation's documentation says.
+func TestReconcileFenceAfterZeroTurnsFencingOff(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "0"}, nil)
+	h.r.FenceAfter = time.Minute
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.now = lost.Add(time.Hour)
+	h.reconcile()
+	if got := h.forcedDeletions(); len(got) != 0 {
+		t.Errorf("force-deleted %v with fence-after 0", got)
+	}
+}
+
+// TestReconcileKeepsTheLastValidSetting: max-restarts 1 was admitted; a typo edited onto the
+// running app is reported (status and a Warning Event naming the key) and the admitted value
+// kept: the next failure is restarted, not final.
+func TestReconcileKeepsTheLastValidSetting(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "1"}, nil)
+	p := h.placeholder()
+	p.Annotations[contract.AnnotationMaxRestarts] = "1O"
+	if err := h.c.Update(h.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "waiting", false, "restarting (restart 1)", contract.AnnotationMaxRestarts+`="1O"`)
+	h.expectEvents([]string{"Warning Restarting", "Warning InvalidSetting"},
+		map[string][]string{"InvalidSetting": {contract.AnnotationMaxRestarts}, "Restarting": {"1 of 1"}})
+	h.reconcile()
+	h.expectEvents(nil, nil)
+}

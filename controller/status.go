@@ -25,6 +25,8 @@ type View struct {
 	Restarts int
 	// Note, when set, is appended to the message (e.g. why a lost node's pod is waited for).
 	Note string
+	// Invalid, when set, names the driver's annotations that are invalid and ignored.
+	Invalid string
 	// Blocked, when set, is why the driver pod cannot be made (a refused create), shown while
 	// there is no driver pod.
 	Blocked string
@@ -121,6 +123,9 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 	}
 	if v.Note != "" {
 		st.Message += "; " + v.Note
+	}
+	if v.Invalid != "" {
+		st.Message += "; " + v.Invalid
 	}
 	// A container that already shows a final state keeps it (see above).
 	if old := containerStatus(cur, v.Container); old != nil && old.State.Terminated != nil && cs.State.Terminated == nil {
