@@ -133,7 +133,8 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 // restart counts the failed incarnation (once) and deletes it, so that the StatefulSet makes a
-// new one: a new UID, so the garbage collector removes the old incarnation's executors.
+// new one: a new UID, so the garbage collector removes the old incarnation's executors. One left
+// Terminating on a node that died is force-deleted.
 func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcome Outcome, budget *Budget) error {
 	if outcome.PodUID != budget.Restarted {
 		budget.Used++
@@ -145,7 +146,16 @@ func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcom
 			"the driver exited with code %d in pod %s; starting a new incarnation (restart %d of %d)",
 			outcome.Code, podRef(driver), budget.Used, budget.Max)
 	}
-	err := r.Client.Delete(ctx, driver, client.Preconditions{UID: &outcome.PodUID})
+	opts := []client.DeleteOption{client.Preconditions{UID: &outcome.PodUID}}
+	if driver.DeletionTimestamp != nil {
+		// Deleted already; only a kubelet that is gone keeps it Terminating. The recorded exit
+		// proves the driver process ended, so force-deleting this incarnation cannot make two.
+		if !r.nodeGoneOrNotReady(ctx, driver.Spec.NodeName) {
+			return nil
+		}
+		opts = append(opts, client.GracePeriodSeconds(0))
+	}
+	err := r.Client.Delete(ctx, driver, opts...)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return err
 	}

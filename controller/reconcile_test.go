@@ -774,3 +774,31 @@ func TestReconcileKeepsTheLastValidSetting(t *testing.T) {
 	h.reconcile()
 	h.expectEvents(nil, nil)
 }
+
+// TestReconcileRestartOnADeadNode: the driver failed and driverset deleted its pod to restart it;
+// then its node died, so no kubelet confirms the deletion. The recorded exit proves the driver
+// process is gone: driverset force-deletes the pod (that incarnation only) and the restart goes on.
+func TestReconcileRestartOnADeadNode(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	first := h.driver()
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+	h.reconcile()
+	if d := h.driver(); d == nil || d.DeletionTimestamp == nil || len(h.forcedDeletions()) != 0 {
+		t.Fatalf("want the failed incarnation deleted gracefully, deletions %+v", h.deletes)
+	}
+	h.setNode("node-a", corev1.ConditionUnknown, h.now, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.now = h.now.Add(time.Minute)
+	h.reconcile()
+	if got := h.forcedDeletions(); strings.Join(got, ",") != "Pod/"+h.names.DriverPodName() {
+		t.Fatalf("force-deletions = %v, want the failed incarnation", got)
+	}
+	if h.deletes[len(h.deletes)-1].uid != first.UID {
+		t.Errorf("force-deleted %s, want the failed incarnation %s", h.deletes[len(h.deletes)-1].uid, first.UID)
+	}
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(h.now))
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true, "node-b")
+}
