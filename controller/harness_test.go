@@ -54,7 +54,8 @@ type cluster struct {
 	p       types.NamespacedName
 	names   contract.Names
 	deletes []deletion
-	creates []string // "Kind/name" of every Create call that reached the fake apiserver
+	creates []string        // "Kind/name" of every Create call that reached the fake apiserver
+	created []client.Object // what each of them asked to create
 }
 
 // sparkDriverPod is spark-submit's Spark 3.5 driver pod as the webhook receives it (the fixture the
@@ -121,6 +122,7 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 // client does not).
 func (h *cluster) create(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 	h.creates = append(h.creates, reflect.TypeOf(obj).Elem().Name()+"/"+obj.GetName())
+	h.created = append(h.created, obj.DeepCopyObject().(client.Object))
 	if obj.GetUID() == "" {
 		obj.SetUID(uuid.NewUUID())
 	}

@@ -23,12 +23,16 @@ type Outcome struct {
 // exits with its code and is then restarted by the kubelet to idle, so the record is in
 // state.terminated right after the exit and in lastState.terminated once the idle run started.
 // A pod that is being deleted has no outcome: its driver was stopped from outside (eviction, node
-// drain, scale-down), which is not the application's failure.
+// drain, scale-down), which is not the application's failure — unless it had exited before the
+// deletion was asked for (see exitedBeforeDeletion).
 func outcomeOf(pod *corev1.Pod, container string) Outcome {
-	if pod == nil || pod.DeletionTimestamp != nil {
+	if pod == nil {
 		return Outcome{}
 	}
-	return recordedExit(pod, container)
+	if o := recordedExit(pod, container); pod.DeletionTimestamp == nil || exitedBeforeDeletion(pod, o) {
+		return o
+	}
+	return Outcome{}
 }
 
 // recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted.

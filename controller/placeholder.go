@@ -187,6 +187,8 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	if err := rememberSettings(want, p); err != nil {
 		return nil, err
 	}
+	// A finished app's StatefulSet, deleted by someone, is made again without a driver pod.
+	want.Spec.Replicas = new(replicasFor(p))
 	created, err := r.createOrGet(ctx, want)
 	if err != nil {
 		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
@@ -344,6 +346,15 @@ func driverContainer(p *corev1.Pod) string {
 		return p.Spec.Containers[i].Name
 	}
 	return contract.DriverContainerName
+}
+
+// replicasFor is how many pods P's StatefulSet must have: its driver while the app runs, none
+// once it has ended.
+func replicasFor(p *corev1.Pod) int32 {
+	if isTerminal(p.Status.Phase) {
+		return 0
+	}
+	return 1
 }
 
 func isTerminal(phase corev1.PodPhase) bool {

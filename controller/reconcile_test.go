@@ -802,3 +802,32 @@ func TestReconcileRestartOnADeadNode(t *testing.T) {
 	h.reconcile()
 	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true, "node-b")
 }
+
+// TestReconcileFinishedAppIsNotRerun: the driver exits 0 and its pod is drained right after,
+// before driverset saw the exit: the app Succeeded. Then someone deletes the finished app's
+// StatefulSet: it is made again with 0 replicas, so the driver is not run again.
+func TestReconcileFinishedAppIsNotRerun(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.now = t0.Add(time.Hour)
+	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
+	if err := h.c.Delete(h.ctx, h.driver()); err != nil { // the drain; the kubelet stops the idle wrap
+		t.Fatal(err)
+	}
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodSucceeded, "terminated", false, "exited with code 0")
+	h.expectEvents([]string{"Normal Completed"}, nil)
+
+	h.stopped(h.names.DriverPodName())
+	if err := h.c.Delete(h.ctx, h.statefulSet()); err != nil {
+		t.Fatal(err)
+	}
+	h.created = nil
+	h.reconcile()
+	// As created: the StatefulSet controller acts on it before any later scale-down.
+	if len(h.created) != 1 {
+		t.Fatalf("created %v, want the StatefulSet again", h.creates)
+	}
+	if s, ok := h.created[0].(*appsv1.StatefulSet); !ok || s.Spec.Replicas == nil || *s.Spec.Replicas != 0 {
+		t.Errorf("%s of a finished app made again with replicas %v, want 0", h.creates[0], s.Spec.Replicas)
+	}
+}

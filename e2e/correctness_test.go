@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -41,5 +43,51 @@ func TestFailedDriverOnADyingNodeIsRestarted(t *testing.T) {
 	exitDriver(t, d1, 0)
 	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+	}
+}
+
+// Issue 10, "A finished app is re-run": someone deletes the StatefulSet of a finished app; driverset
+// makes it again with no pod, and the driver is not run again.
+func TestFinishedAppIsNotRerunWhenItsStatefulSetIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "done"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	exitDriver(t, d0, 0)
+	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+		t.Fatalf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+	}
+	waitFor(t, 30*time.Second, "the finished app's driver pod gone", func(ctx context.Context) (bool, error) {
+		_, err := kube().CoreV1().Pods(ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+
+	old := getStatefulSet(t, ns, names.StatefulSet)
+	w, err := kube().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + names.DriverPodName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := kube().AppsV1().StatefulSets(ns).Delete(ctx, names.StatefulSet, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the StatefulSet made again", func(ctx context.Context) (bool, error) {
+		sts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, names.StatefulSet, metav1.GetOptions{})
+		return err == nil && sts.UID != old.UID, nil
+	})
+	if r := getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas; r == nil || *r != 0 {
+		t.Errorf("the finished app's StatefulSet was made again with replicas %v, want 0", r)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-w.ResultChan():
+			if p, ok := e.Object.(*corev1.Pod); ok {
+				t.Fatalf("the finished driver was run again: %s %s (%s)", e.Type, p.Name, p.UID)
+			}
+		case <-deadline:
+			return
+		}
 	}
 }
