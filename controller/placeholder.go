@@ -73,6 +73,9 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if isTerminal(p.Status.Phase) {
 		return ctrl.Result{}, r.scaleToZero(ctx, sts)
 	}
+	if err := r.correctReplicas(ctx, &p, sts); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	driver, err := r.driverPod(ctx, p.Namespace, names.DriverPodName(), sts)
 	if err != nil {
@@ -266,6 +269,38 @@ func (r *Placeholder) scaleToZero(ctx context.Context, sts *appsv1.StatefulSet) 
 	zero := int32(0)
 	sts.Spec.Replicas = &zero
 	return client.IgnoreNotFound(r.Client.Patch(ctx, sts, patch))
+}
+
+// correctReplicas sets S back to replicasFor(P) (1: P is not terminal here) when someone scaled
+// it: 2 makes S-1, a second driver with the same app id; 0 leaves the app Running forever. Scaling
+// up from 0 is done only once the apiserver confirms P has not ended: S is scaled to 0 right after
+// P's final status is written, and the cache may not show that status yet.
+func (r *Placeholder) correctReplicas(ctx context.Context, p *corev1.Pod, sts *appsv1.StatefulSet) error {
+	want := replicasFor(p)
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == want {
+		return nil
+	}
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
+		var live corev1.Pod
+		if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if live.UID != p.UID || replicasFor(&live) != want {
+			return nil
+		}
+	}
+	had := "unset"
+	if sts.Spec.Replicas != nil {
+		had = strconv.Itoa(int(*sts.Spec.Replicas))
+	}
+	patch := client.MergeFromWithOptions(sts.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	sts.Spec.Replicas = &want
+	if err := r.Client.Patch(ctx, sts, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.event(p, sts, corev1.EventTypeWarning, "ReplicasCorrected",
+		"StatefulSet %s was scaled to %s replicas; set back to %d: driverset runs exactly one driver while the app runs", sts.Name, had, want)
+	return nil
 }
 
 // recordRestart counts a restart on P before the pod is deleted, under optimistic locking, so a

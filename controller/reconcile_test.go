@@ -831,3 +831,47 @@ func TestReconcileFinishedAppIsNotRerun(t *testing.T) {
 		t.Errorf("%s of a finished app made again with replicas %v, want 0", h.creates[0], s.Spec.Replicas)
 	}
 }
+
+// TestReconcileCorrectsReplicas: someone scales the StatefulSet (kubectl scale). 2 would make S-1,
+// a second driver with the same app id; 0 would leave the app Running forever. driverset sets it
+// back to 1 while the app runs — but never scales a finished app up on a stale cache.
+func TestReconcileCorrectsReplicas(t *testing.T) {
+	scale := func(h *cluster, n int32) {
+		t.Helper()
+		s := h.statefulSet()
+		s.Spec.Replicas = &n
+		if err := h.c.Update(h.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int32{2, 0} {
+		h := runningCluster(t, nil, nil)
+		scale(h, n)
+		h.reconcile()
+		if r := h.statefulSet().Spec.Replicas; *r != 1 {
+			t.Errorf("replicas %d: corrected to %d, want 1", n, *r)
+		}
+		h.expectEvents([]string{"Warning ReplicasCorrected"}, map[string][]string{"ReplicasCorrected": {h.names.StatefulSet}})
+	}
+
+	// The app has just succeeded and S was scaled to 0; the cache has not seen the final status yet.
+	h := runningCluster(t, nil, nil)
+	stale := h.placeholder()
+	h.now = t0.Add(time.Hour)
+	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
+	h.reconcile()
+	h.expectEvents([]string{"Normal Completed"}, nil)
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*corev1.Pod); ok && key == h.p {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, _ = h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p}) // the stale status write may conflict
+	if r := h.statefulSet().Spec.Replicas; *r != 0 {
+		t.Errorf("a finished app's StatefulSet scaled to %d on a stale cache", *r)
+	}
+}

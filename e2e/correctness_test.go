@@ -91,3 +91,32 @@ func TestFinishedAppIsNotRerunWhenItsStatefulSetIsDeleted(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10, "StatefulSet drift is never corrected": `kubectl scale --replicas=0` on a running app's
+// StatefulSet stops its driver; driverset scales it back to 1, the driver runs again and the app
+// completes (the placeholder does not stay Running forever).
+func TestScaledDownAppIsScaledBack(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "scaled"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+
+	sc, err := kube().AppsV1().StatefulSets(ns).GetScale(ctx, names.StatefulSet, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = 0
+	if _, err := kube().AppsV1().StatefulSets(ns).UpdateScale(ctx, names.StatefulSet, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d1 := runningDriver(t, ns, names, string(d0.UID))
+	if r := getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas; *r != 1 {
+		t.Errorf("replicas %d, want 1", *r)
+	}
+	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "ReplicasCorrected")
+	exitDriver(t, d1, 0)
+	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+	}
+}
