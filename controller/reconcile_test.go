@@ -875,3 +875,49 @@ func TestReconcileCorrectsReplicas(t *testing.T) {
 		t.Errorf("a finished app's StatefulSet scaled to %d on a stale cache", *r)
 	}
 }
+
+// TestReconcileGateLiftIsForTheIncarnationDecided: the cache still shows incarnation A (gated,
+// with its own executor, so none is stale for it) while the apiserver has its successor B, also
+// gated while A's executor exists. The decision made for A must not lift B's gate.
+func TestReconcileGateLiftIsForTheIncarnationDecided(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted"}, nil)
+	a := h.startIncarnation("", contract.GateStaleExecutors)
+	yes := true
+	e := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pi-exec-1", Namespace: h.p.Namespace,
+			Labels: map[string]string{
+				contract.LabelSparkAppSelector: h.placeholder().Labels[contract.LabelSparkAppSelector],
+				contract.LabelSparkRole:        contract.RoleExecutor,
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.Name, UID: a.UID, Controller: &yes}},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
+	}
+	if err := h.c.Create(h.ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	stale := h.driver()
+	if err := h.c.Delete(h.ctx, stale, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	b := h.startIncarnation("", contract.GateStaleExecutors)
+	// The fake numbers each object's resourceVersions from 1, so A and B could share one; on an
+	// apiserver every write has its own. One status write makes them differ here too.
+	h.setDriverStatus(pendingStatus())
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*corev1.Pod); ok && key.Name == h.names.DriverPodName() {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, _ = h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p})
+	if d := h.driver(); d.UID != b.UID || !convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+		t.Errorf("incarnation %s gates %v: the gate was lifted by a decision made for %s", d.UID, d.Spec.SchedulingGates, a.UID)
+	}
+}
