@@ -65,7 +65,8 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		if isTerminal(p.Status.Phase) {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Blocked: refused.Error()})
+		used, _ := restartsOf(&p)
+		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Restarts: used, Blocked: refused.Error()})
 	}
 	if err != nil || sts == nil {
 		return ctrl.Result{RequeueAfter: time.Second}, err
