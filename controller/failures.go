@@ -62,11 +62,12 @@ func lastSeen(e *corev1.Event) time.Time {
 // FailedCreate Event of sts, read live and for this one object only (Events are never cached).
 // It asks only once S-0 has been missing past missingDriverGrace since sts was made.
 func (r *Placeholder) driverPodFailure(ctx context.Context, sts *appsv1.StatefulSet) (string, error) {
-	if sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0 || r.now().Sub(sts.CreationTimestamp.Time) < missingDriverGrace {
+	// Only ever a live read: through the cache this would watch every Event of the cluster.
+	if r.APIReader == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0 || r.now().Sub(sts.CreationTimestamp.Time) < missingDriverGrace {
 		return "", nil
 	}
 	var events corev1.EventList
-	err := r.apiReader().List(ctx, &events, client.InNamespace(sts.Namespace),
+	err := r.APIReader.List(ctx, &events, client.InNamespace(sts.Namespace),
 		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.uid", string(sts.UID))})
 	if err != nil {
 		return "", err

@@ -110,11 +110,13 @@ func TestScaledDownAppIsScaledBack(t *testing.T) {
 	if _, err := kube().AppsV1().StatefulSets(ns).UpdateScale(ctx, names.StatefulSet, sc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d1 := runningDriver(t, ns, names, string(d0.UID))
-	if r := getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas; *r != 1 {
-		t.Errorf("replicas %d, want 1", *r)
-	}
+	// The StatefulSet controller may or may not have stopped the driver before driverset acts.
+	waitFor(t, 30*time.Second, "the StatefulSet back at 1 replica", func(ctx context.Context) (bool, error) {
+		return *getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas == 1, nil
+	})
 	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "ReplicasCorrected")
+	d1 := runningDriver(t, ns, names, "")
+	t.Logf("the driver runs in %s (first incarnation %s)", short(d1.UID), short(d0.UID))
 	exitDriver(t, d1, 0)
 	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
