@@ -77,7 +77,7 @@ func TestFinishedAppIsNotRerunWhenItsStatefulSetIsDeleted(t *testing.T) {
 		return err == nil && sts.UID != old.UID, nil
 	})
 	if r := getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas; r == nil || *r != 0 {
-		t.Errorf("the finished app's StatefulSet was made again with replicas %v, want 0", r)
+		t.Errorf("the finished app's StatefulSet was made again with replicas %d, want 0", ptrValue(r))
 	}
 	deadline := time.After(5 * time.Second)
 	for {
@@ -121,4 +121,11 @@ func TestScaledDownAppIsScaledBack(t *testing.T) {
 	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
+}
+
+func ptrValue(r *int32) int32 {
+	if r == nil {
+		return -1
+	}
+	return *r
 }
