@@ -36,6 +36,10 @@ const (
 	// went away or its pod was removed from outside): which pod, since when, and the recovery path.
 	// It is cleared, and the recovery time measured, when a new incarnation runs.
 	AnnotationDriverLost = "driverset.dev/driver-lost"
+	// AnnotationAdmittedSettings remembers, on the StatefulSet, the driver's knobs as they were
+	// admitted (JSON, annotation key to value): an invalid value edited onto the running app later
+	// keeps these.
+	AnnotationAdmittedSettings = "driverset.dev/admitted-settings"
 )
 
 // Knobs a user sets on the driver pod (spark.kubernetes.driver.annotation.<key>).

@@ -41,9 +41,15 @@ func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1
 	if stale > 0 {
 		return fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), stale), nil
 	}
-	patch := client.MergeFrom(driver.DeepCopy())
+	// Under an optimistic lock: the decision is for this incarnation as read. Applied by name
+	// alone, a decision made on a stale cache would lift the gate of the next incarnation, which
+	// the earlier one's executors (not stale for it) must still hold.
+	patch := client.MergeFromWithOptions(driver.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	convert.RemoveGate(&driver.Spec, contract.GateStaleExecutors)
 	if err := r.Client.Patch(ctx, driver, patch); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return fmt.Sprintf("driver pod %s changed; looking again", podRef(driver)), nil
+		}
 		return "", err
 	}
 	r.event(p, driver, corev1.EventTypeNormal, "ExecutorsCleared", "no executor of an earlier driver remains; driver pod %s may be scheduled", podRef(driver))

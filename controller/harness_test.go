@@ -54,6 +54,8 @@ type cluster struct {
 	p       types.NamespacedName
 	names   contract.Names
 	deletes []deletion
+	creates []string        // "Kind/name" of every Create call that reached the fake apiserver
+	created []client.Object // what each of them asked to create
 }
 
 // sparkDriverPod is spark-submit's Spark 3.5 driver pod as the webhook receives it (the fixture the
@@ -98,23 +100,34 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 	h.c = fake.NewClientBuilder().
 		WithObjects(append([]client.Object{p}, objs...)...).
 		WithStatusSubresource(&corev1.Pod{}).
+		// The apiserver selects Events by the object they are about.
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
+			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+		}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
 		Build()
 	h.r = &Placeholder{
-		Client:  h.c,
-		Events:  h.rec,
-		Convert: convert.Options{Image: "registry.example/driverset:test"},
-		Budget:  Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
-		Metrics: metrics,
-		Now:     func() time.Time { return h.now },
+		Client:    h.c,
+		APIReader: h.c,
+		Events:    h.rec,
+		Convert:   convert.Options{Image: "registry.example/driverset:test"},
+		Budget:    Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
+		Metrics:   metrics,
+		Now:       func() time.Time { return h.now },
 	}
 	return h
 }
 
-// create gives every new object a UID, as the apiserver does (the fake client does not).
+// create gives every new object a UID and a creationTimestamp, as the apiserver does (the fake
+// client does not).
 func (h *cluster) create(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	h.creates = append(h.creates, reflect.TypeOf(obj).Elem().Name()+"/"+obj.GetName())
+	h.created = append(h.created, obj.DeepCopyObject().(client.Object))
 	if obj.GetUID() == "" {
 		obj.SetUID(uuid.NewUUID())
+	}
+	if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+		obj.SetCreationTimestamp(metav1.NewTime(h.now))
 	}
 	return c.Create(ctx, obj, opts...)
 }

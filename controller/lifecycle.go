@@ -27,11 +27,15 @@ type Outcome struct {
 // the kill, not the application's failure, and the driver is recovered like after a node loss.
 // A recorded 0 stays a success: a kill never exits 0 (the JVM exits 143 on SIGTERM), so it is an
 // exit the driver made before the stop, and running a completed app again would be wrong.
+// An exit the driver made before the deletion was asked for (exitedBeforeDeletion) is kept too.
 func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	if pod == nil {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
+	if pod.DeletionTimestamp != nil && exitedBeforeDeletion(pod, o) {
+		return o
+	}
 	if _, _, outside := stoppedFromOutside(pod); outside && (!o.Exited || o.Code != 0) {
 		return Outcome{}
 	}

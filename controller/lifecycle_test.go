@@ -41,7 +41,14 @@ func TestOutcomeOf(t *testing.T) {
 	deleting := withDriverStatus(uid, corev1.ContainerStatus{
 		State: corev1.ContainerState{Terminated: terminated(3, wrap.TerminationMessage(3, ""), finished)},
 	})
-	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	// Deleted (a drain, 30s grace) 10s before the driver exited: the exit is the drain's SIGTERM.
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &metav1.Time{Time: finished.Add(20 * time.Second)}, new(int64(30))
+	// Deleted a second after the driver had exited (a drain right after success): the exit stands.
+	finishedThenDeleted := withDriverStatus(uid, corev1.ContainerStatus{
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(0, ""), finished)},
+	})
+	finishedThenDeleted.DeletionTimestamp, finishedThenDeleted.DeletionGracePeriodSeconds = &metav1.Time{Time: finished.Add(31 * time.Second)}, new(int64(30))
 	// The kubelet stops the driver (graceful node shutdown, node-pressure eviction): wrap forwards
 	// the SIGTERM and records the JVM's 143; the kubelet marks the pod Failed and DisruptionTarget.
 	killed := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: terminated(143, wrap.TerminationMessage(143, ""), finished)}}
@@ -145,6 +152,8 @@ func TestOutcomeOf(t *testing.T) {
 			}(),
 			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
 		},
+		{name: "exited before its pod was deleted: the outcome stands", pod: finishedThenDeleted,
+			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid}},
 		{
 			name: "no status for the driver container yet",
 			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{

@@ -39,8 +39,15 @@ type NodeLoss struct {
 }
 
 // assessNode is the node-loss policy (docs/design.md#node-loss) as a pure function. node is nil when the Node
-// object does not exist; fenceAfter 0 means never fence.
-func assessNode(driver *corev1.Pod, node *corev1.Node, fenceAfter time.Duration, now time.Time) NodeLoss {
+// object does not exist; zone is the health of node's zone; fenceAfter 0 means never fence.
+//
+// Fencing force-deletes a pod whose process may still run, so it is armed only where the node
+// cannot be running it as far as Kubernetes can tell: Ready Unknown (the kubelet stopped
+// reporting) and tainted unreachable by the node lifecycle controller. Ready=False means the
+// kubelet is up and reporting (PLEG unhealthy, a hung runtime): the driver usually still runs.
+// And, as the node lifecycle controller stops evicting, fencing is held while the zone is
+// disrupted: many nodes lost at once is more likely a partition than a disaster.
+func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter time.Duration, now time.Time) NodeLoss {
 	if driver == nil || driver.Spec.NodeName == "" {
 		return NodeLoss{}
 	}
@@ -62,21 +69,78 @@ func assessNode(driver *corev1.Pod, node *corev1.Node, fenceAfter time.Duration,
 			Note: fmt.Sprintf("node %s is out of service; the driver is being moved to another node", name)}
 	}
 	l := NodeLoss{Lost: true, Since: since, Cause: CauseNodeLost}
-	if fenceAfter > 0 {
-		at := since.Add(fenceAfter)
-		if !now.Before(at) {
-			l.Fence, l.Cause = true, CauseFenced
-		} else {
-			l.FenceIn = at.Sub(now)
-		}
-		l.Note = fmt.Sprintf("node %s has not been Ready since %s; driverset will force-delete the driver pod at %s (fence-after %s) and start it elsewhere",
-			name, since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339), fenceAfter)
+	adminNote := fmt.Sprintf("An admin can delete the Node (kubectl delete node %s) or apply the taint %s=nodeshutdown:NoExecute", name, TaintOutOfService)
+	if fenceAfter <= 0 {
+		l.Note = fmt.Sprintf("node %s has not been Ready since %s; the driver pod is kept until the node is confirmed down, so that two drivers never run at once. "+
+			"%s; or set the driver annotation driverset.dev/fence-after",
+			name, since.UTC().Format(time.RFC3339), adminNote)
 		return l
 	}
-	l.Note = fmt.Sprintf("node %s has not been Ready since %s; the driver pod is kept until the node is confirmed down, so that two drivers never run at once. "+
-		"An admin can delete the Node (kubectl delete node %s) or apply the taint %s=nodeshutdown:NoExecute; or set the driver annotation driverset.dev/fence-after",
-		name, since.UTC().Format(time.RFC3339), name, TaintOutOfService)
+	switch {
+	case ready != nil && ready.Status == corev1.ConditionFalse:
+		l.Note = fmt.Sprintf("node %s is not Ready since %s but its kubelet still reports, so the driver may still run there: its pod is not force-deleted. %s",
+			name, since.UTC().Format(time.RFC3339), adminNote)
+		return l
+	case !hasTaint(node, corev1.TaintNodeUnreachable):
+		l.Note = fmt.Sprintf("node %s has not been Ready since %s; its pod is force-deleted only once the node is tainted %s. %s",
+			name, since.UTC().Format(time.RFC3339), corev1.TaintNodeUnreachable, adminNote)
+		return l
+	case zone.disrupted():
+		l.Note = fmt.Sprintf("node %s has not been Ready since %s, with %d of %d nodes in its zone: a disruption that large is more likely a partition, so the driver pod is not force-deleted. %s",
+			name, since.UTC().Format(time.RFC3339), zone.NotReady, zone.Total, adminNote)
+		return l
+	}
+	at := since.Add(fenceAfter)
+	if !now.Before(at) {
+		l.Fence, l.Cause = true, CauseFenced
+	} else {
+		l.FenceIn = at.Sub(now)
+	}
+	l.Note = fmt.Sprintf("node %s has not been Ready since %s; driverset will force-delete the driver pod at %s (fence-after %s) and start it elsewhere",
+		name, since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339), fenceAfter)
 	return l
+}
+
+// unhealthyZoneThreshold is the node lifecycle controller's default --unhealthy-zone-threshold.
+const unhealthyZoneThreshold = 0.55
+
+// Zone is how many nodes of one zone are not Ready, counted as the node lifecycle controller does.
+type Zone struct {
+	NotReady, Total int
+}
+
+// disrupted is the node lifecycle controller's zone state, full or partial disruption: every node
+// not Ready, or more than 2 and at least unhealthyZoneThreshold of them. It stops (or, in a small
+// cluster, also for a partial disruption) evicting there; driverset stops fencing.
+func (z Zone) disrupted() bool {
+	if z.Total == 0 || z.NotReady == 0 {
+		return false
+	}
+	return z.NotReady == z.Total || z.NotReady > 2 && float64(z.NotReady)/float64(z.Total) >= unhealthyZoneThreshold
+}
+
+// zoneOf counts the nodes in node's zone (its region and zone labels; nodes without them are one
+// zone) that are not Ready.
+func zoneOf(node *corev1.Node, nodes []corev1.Node) Zone {
+	var z Zone
+	if node == nil {
+		return z
+	}
+	key := zoneKey(node)
+	for i := range nodes {
+		if zoneKey(&nodes[i]) != key {
+			continue
+		}
+		z.Total++
+		if c := nodeReady(&nodes[i]); c == nil || c.Status != corev1.ConditionTrue {
+			z.NotReady++
+		}
+	}
+	return z
+}
+
+func zoneKey(n *corev1.Node) string {
+	return n.Labels[corev1.LabelTopologyRegion] + "\x00" + n.Labels[corev1.LabelTopologyZone]
 }
 
 func nodeReady(n *corev1.Node) *corev1.NodeCondition {

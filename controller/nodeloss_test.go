@@ -33,6 +33,7 @@ func TestAssessNode(t *testing.T) {
 		driver     *corev1.Pod
 		node       *corev1.Node
 		fenceAfter time.Duration
+		zone       Zone // the driver's node's zone; zero: healthy
 		want       NodeLoss
 		note       []string // the note must name these
 	}{
@@ -70,26 +71,70 @@ func TestAssessNode(t *testing.T) {
 		},
 		{
 			name: "fence-after not reached: FenceIn is the time left", driver: onNode,
-			node: nodeWith(corev1.ConditionUnknown, lostAt), fenceAfter: 2 * time.Minute,
+			node: nodeWith(corev1.ConditionUnknown, lostAt, unreachable), fenceAfter: 2 * time.Minute,
 			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseNodeLost, FenceIn: 30 * time.Second},
 			note: []string{"node-a", "force-delete"},
 		},
 		{
 			name: "fence-after reached exactly: fence now", driver: onNode,
-			node: nodeWith(corev1.ConditionFalse, lostAt), fenceAfter: 90 * time.Second,
+			node: nodeWith(corev1.ConditionUnknown, lostAt, unreachable), fenceAfter: 90 * time.Second,
 			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseFenced, Fence: true},
 			note: []string{"node-a"},
 		},
 		{
 			name: "fence-after long past: fence now", driver: onNode,
-			node: nodeWith(corev1.ConditionFalse, t0.Add(-time.Hour)), fenceAfter: time.Minute,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
 			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseFenced, Fence: true},
 			note: []string{"node-a"},
+		},
+		{
+			// Ready=False: the kubelet is up and reporting (PLEG unhealthy, a hung runtime); the
+			// driver usually still runs, and force-deleting its pod would start a second one.
+			name: "NotReady but reporting, fence-after long past: never fenced", driver: onNode,
+			node: nodeWith(corev1.ConditionFalse, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost},
+			note: []string{"node-a", "still reports", "not force-deleted"},
+		},
+		{
+			// Unknown but not (yet, or no longer) tainted unreachable by the node lifecycle
+			// controller, which removes the taint itself when it judges the whole zone disrupted.
+			name: "Unknown without the unreachable taint: not fenced", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour)), fenceAfter: time.Minute,
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost},
+			note: []string{"node-a", corev1.TaintNodeUnreachable},
+		},
+		{
+			// As the node lifecycle controller stops evicting: every node of the zone is not
+			// Ready (full disruption) — more likely the network to the control plane than them all.
+			name: "zone fully disrupted: fencing held", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
+			zone: Zone{NotReady: 3, Total: 3},
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost},
+			note: []string{"node-a", "3 of 3 nodes", "not force-deleted"},
+		},
+		{
+			name: "zone partially disrupted (more than 2, at least 55%): fencing held", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
+			zone: Zone{NotReady: 11, Total: 20},
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost},
+			note: []string{"11 of 20 nodes"},
+		},
+		{
+			name: "two of three nodes lost is no disruption: fenced", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
+			zone: Zone{NotReady: 2, Total: 3},
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseFenced, Fence: true},
+		},
+		{
+			name: "10 of 20 is below the threshold: fenced", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
+			zone: Zone{NotReady: 10, Total: 20},
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseFenced, Fence: true},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := assessNode(tc.driver, tc.node, tc.fenceAfter, t0)
+			got := assessNode(tc.driver, tc.node, tc.zone, tc.fenceAfter, t0)
 			note := got.Note
 			got.Note = ""
 			if !got.Since.Equal(tc.want.Since) {
@@ -108,5 +153,49 @@ func TestAssessNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestZoneOf(t *testing.T) {
+	in := func(name, region, zone string, ready corev1.ConditionStatus) corev1.Node {
+		n := nodeWith(ready, t0)
+		n.Name = name
+		n.Labels = map[string]string{}
+		if region != "" {
+			n.Labels[corev1.LabelTopologyRegion] = region
+		}
+		if zone != "" {
+			n.Labels[corev1.LabelTopologyZone] = zone
+		}
+		return *n
+	}
+	nodes := []corev1.Node{
+		in("a1", "r", "a", corev1.ConditionUnknown),
+		in("a2", "r", "a", corev1.ConditionFalse),
+		in("a3", "r", "a", corev1.ConditionTrue),
+		in("b1", "r", "b", corev1.ConditionUnknown),
+		in("x1", "other", "a", corev1.ConditionUnknown), // zone "a" of another region
+		in("n1", "", "", corev1.ConditionTrue),
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}, // no Ready condition yet: not Ready
+	}
+	cases := []struct {
+		node string
+		want Zone
+	}{
+		{"a1", Zone{NotReady: 2, Total: 3}},
+		{"b1", Zone{NotReady: 1, Total: 1}},
+		{"x1", Zone{NotReady: 1, Total: 1}},
+		{"n1", Zone{NotReady: 1, Total: 2}},
+	}
+	for _, tc := range cases {
+		var node *corev1.Node
+		for i := range nodes {
+			if nodes[i].Name == tc.node {
+				node = &nodes[i]
+			}
+		}
+		if got := zoneOf(node, nodes); got != tc.want {
+			t.Errorf("zoneOf(%s) = %+v, want %+v", tc.node, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -30,10 +31,13 @@ import (
 // Placeholder reconciles one placeholder pod P: it makes P's headless Service H and StatefulSet S,
 // and carries the driver's lifecycle (docs/design.md: the StatefulSet, status, lifecycle decisions).
 type Placeholder struct {
-	Client  client.Client
-	Events  events.EventRecorder
-	Convert convert.Options
-	Budget  Budget // Max is taken from each pod; Backoff and MaxBackoff from here
+	Client client.Client
+	// APIReader reads from the apiserver, not the informer cache: for an object the cache has not
+	// seen yet, and for the facts a dangerous step must not take from a stale cache. Nil: Client.
+	APIReader client.Reader
+	Events    events.EventRecorder
+	Convert   convert.Options
+	Budget    Budget // Max is taken from each pod; Backoff and MaxBackoff from here
 	// FenceAfter is the cluster-wide fence-after; a driver's own annotation wins. 0: never fence.
 	FenceAfter time.Duration
 	Metrics    *Metrics
@@ -53,24 +57,32 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	names := contract.NamesFor(p.Name)
 
+	container := driverContainer(&p)
 	sts, err := r.ensure(ctx, &p)
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		logger.Info("create refused", "error", err.Error())
+		if isTerminal(p.Status.Phase) {
+			return ctrl.Result{}, nil
+		}
+		used, _ := restartsOf(&p)
+		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Restarts: used, Blocked: refused.Error()})
+	}
 	if err != nil || sts == nil {
 		return ctrl.Result{RequeueAfter: time.Second}, err
 	}
 	if isTerminal(p.Status.Phase) {
 		return ctrl.Result{}, r.scaleToZero(ctx, sts)
 	}
+	if err := r.correctReplicas(ctx, &p, sts); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	driver, err := r.driverPod(ctx, p.Namespace, names.DriverPodName(), sts)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	container := driverContainer(&p)
-	settings, err := convert.SettingsOf(&p)
-	if err != nil {
-		// The webhook refuses such pods; one edited afterwards keeps the defaults.
-		logger.Info("invalid driverset settings on placeholder, using defaults", "error", err.Error())
-	}
+	settings, invalid := effectiveSettings(p.Annotations, rememberedSettings(sts), r.FenceAfter)
 	budget := r.Budget
 	budget.Max = settings.MaxRestarts
 	budget.Used, budget.Restarted = restartsOf(&p)
@@ -88,14 +100,10 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 	}
 
-	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used}
+	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used, Invalid: invalid}
 	var requeue time.Duration
 	if decision.Action == Observe && (driver == nil || driver.UID != budget.Restarted) {
-		fenceAfter := r.FenceAfter
-		if settings.FenceAfter > 0 {
-			fenceAfter = settings.FenceAfter
-		}
-		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, fenceAfter); err != nil {
+		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, settings.FenceAfter); err != nil {
 			return ctrl.Result{}, err
 		}
 		if driver != nil && convert.HasGate(&driver.Spec, contract.GateStaleExecutors) {
@@ -104,6 +112,13 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			}
 			requeue = time.Second
 		}
+	}
+	if driver == nil && decision.Action == Observe {
+		// S-0 is missing: after a while, ask the StatefulSet's Events why, and look again.
+		if view.Blocked, err = r.driverPodFailure(ctx, sts); err != nil {
+			return ctrl.Result{}, err
+		}
+		requeue = missingDriverGrace
 	}
 	if err := r.writeStatus(ctx, &p, view); err != nil {
 		return ctrl.Result{}, err
@@ -122,7 +137,8 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 // restart counts the failed incarnation (once) and deletes it, so that the StatefulSet makes a
-// new one: a new UID, so the garbage collector removes the old incarnation's executors.
+// new one: a new UID, so the garbage collector removes the old incarnation's executors. One left
+// Terminating on a node that died is force-deleted.
 func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcome Outcome, budget *Budget) error {
 	if outcome.PodUID != budget.Restarted {
 		budget.Used++
@@ -134,7 +150,16 @@ func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcom
 			"the driver exited with code %d in pod %s; starting a new incarnation (restart %d of %d)",
 			outcome.Code, podRef(driver), budget.Used, budget.Max)
 	}
-	err := r.Client.Delete(ctx, driver, client.Preconditions{UID: &outcome.PodUID})
+	opts := []client.DeleteOption{client.Preconditions{UID: &outcome.PodUID}}
+	if driver.DeletionTimestamp != nil {
+		// Deleted already; only a kubelet that is gone keeps it Terminating. The recorded exit
+		// proves the driver process ended, so force-deleting this incarnation cannot make two.
+		if !r.nodeGoneOrNotReady(ctx, driver.Spec.NodeName) {
+			return nil
+		}
+		opts = append(opts, client.GracePeriodSeconds(0))
+	}
+	err := r.Client.Delete(ctx, driver, opts...)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return err
 	}
@@ -149,7 +174,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	if err != nil {
 		return nil, err
 	}
-	if _, err := createOrGet(ctx, r.Client, svc); err != nil {
+	if _, err := r.createOrGet(ctx, svc); err != nil {
 		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
 	}
 	opts := r.Convert
@@ -163,7 +188,12 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)
 		return nil, err
 	}
-	created, err := createOrGet(ctx, r.Client, want)
+	if err := rememberSettings(want, p); err != nil {
+		return nil, err
+	}
+	// A finished app's StatefulSet, deleted by someone, is made again without a driver pod.
+	want.Spec.Replicas = new(replicasFor(p))
+	created, err := r.createOrGet(ctx, want)
 	if err != nil {
 		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
 	}
@@ -180,16 +210,44 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	return want, nil
 }
 
-// createOrGet creates obj, or reads the existing object of its name into obj. created says which.
-func createOrGet(ctx context.Context, c client.Client, obj client.Object) (created bool, err error) {
-	err = c.Create(ctx, obj)
+// createOrGet reads the object of obj's name into obj, or creates obj when none exists. created
+// says which. It reads first: ResourceQuota admission charges a Create before the apiserver finds
+// the name taken, so a Create of an existing object fails in a namespace at its quota and inflates
+// the quota's used below it. A cache miss is confirmed by a live read before creating.
+func (r *Placeholder) createOrGet(ctx context.Context, obj client.Object) (created bool, err error) {
+	key := client.ObjectKeyFromObject(obj)
+	want := obj.DeepCopyObject().(client.Object)
+	err = r.Client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.apiReader().Get(ctx, key, obj)
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	copyInto(obj, want)
+	err = r.Client.Create(ctx, obj)
 	if err == nil {
 		return true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
+		if refusedByAdmission(err) {
+			return false, &refusedError{what: kindOf(obj) + " " + obj.GetName(), err: err}
+		}
 		return false, err
 	}
-	return false, c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	return false, r.apiReader().Get(ctx, key, obj)
+}
+
+// copyInto restores obj to want after a failed Get left it in an undefined state.
+func copyInto(obj, want client.Object) {
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(want).Elem())
+}
+
+func (r *Placeholder) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // driverPod returns S-0 when it exists and belongs to S.
@@ -212,6 +270,38 @@ func (r *Placeholder) scaleToZero(ctx context.Context, sts *appsv1.StatefulSet) 
 	zero := int32(0)
 	sts.Spec.Replicas = &zero
 	return client.IgnoreNotFound(r.Client.Patch(ctx, sts, patch))
+}
+
+// correctReplicas sets S back to replicasFor(P) (1: P is not terminal here) when someone scaled
+// it: 2 makes S-1, a second driver with the same app id; 0 leaves the app Running forever. Scaling
+// up from 0 is done only once the apiserver confirms P has not ended: S is scaled to 0 right after
+// P's final status is written, and the cache may not show that status yet.
+func (r *Placeholder) correctReplicas(ctx context.Context, p *corev1.Pod, sts *appsv1.StatefulSet) error {
+	want := replicasFor(p)
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == want {
+		return nil
+	}
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
+		var live corev1.Pod
+		if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if live.UID != p.UID || replicasFor(&live) != want {
+			return nil
+		}
+	}
+	had := "unset"
+	if sts.Spec.Replicas != nil {
+		had = strconv.Itoa(int(*sts.Spec.Replicas))
+	}
+	patch := client.MergeFromWithOptions(sts.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	sts.Spec.Replicas = &want
+	if err := r.Client.Patch(ctx, sts, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.event(p, sts, corev1.EventTypeWarning, "ReplicasCorrected",
+		"StatefulSet %s was scaled to %s replicas; set back to %d: driverset runs exactly one driver while the app runs", sts.Name, had, want)
+	return nil
 }
 
 // recordRestart counts a restart on P before the pod is deleted, under optimistic locking, so a
@@ -238,7 +328,12 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 	if err := r.Client.Status().Update(ctx, p); err != nil {
 		return err
 	}
+	if v.Invalid != "" && !strings.Contains(old.Message, v.Invalid) {
+		r.event(p, nil, corev1.EventTypeWarning, "InvalidSetting", "%s", v.Invalid)
+	}
 	switch {
+	case v.Blocked != "" && want.Message != old.Message:
+		r.event(p, nil, corev1.EventTypeWarning, ReasonFailedCreate, "%s", v.Blocked)
 	case want.Phase == corev1.PodSucceeded && old.Phase != corev1.PodSucceeded:
 		r.event(p, v.Driver, corev1.EventTypeNormal, "Completed", "the driver completed (exit code 0) in pod %s", podRef(v.Driver))
 	case want.Phase == corev1.PodFailed && old.Phase != corev1.PodFailed:
@@ -287,6 +382,15 @@ func driverContainer(p *corev1.Pod) string {
 		return p.Spec.Containers[i].Name
 	}
 	return contract.DriverContainerName
+}
+
+// replicasFor is how many pods P's StatefulSet must have: its driver while the app runs, none
+// once it has ended.
+func replicasFor(p *corev1.Pod) int32 {
+	if isTerminal(p.Status.Phase) {
+		return 0
+	}
+	return 1
 }
 
 func isTerminal(phase corev1.PodPhase) bool {

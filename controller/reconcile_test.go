@@ -93,8 +93,9 @@ func TestReconcileConvertsThePlaceholder(t *testing.T) {
 	}
 	h.expectEvents([]string{"Normal Converted"}, map[string][]string{"Converted": {h.names.StatefulSet, h.names.Service, h.names.DriverPodName()}})
 	checkStatus(t, p, corev1.PodPending, "waiting", false, "waiting for the StatefulSet to create the driver pod")
-	if res.RequeueAfter != 0 {
-		t.Errorf("RequeueAfter = %s with nothing to wait for", res.RequeueAfter)
+	if res.RequeueAfter != missingDriverGrace {
+		// Nothing is watched that says why S-0 does not come (the StatefulSet's Events): look again.
+		t.Errorf("RequeueAfter = %s while the driver pod is missing, want %s", res.RequeueAfter, missingDriverGrace)
 	}
 	if len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != contract.GatePlaceholder {
 		t.Errorf("placeholder gates = %+v, want only %s", p.Spec.SchedulingGates, contract.GatePlaceholder)
@@ -340,6 +341,7 @@ func TestReconcileFencesAfterTheNodeIsLost(t *testing.T) {
 	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "2m"}, m)
 	lost := t0.Add(10 * time.Minute)
 	first := h.driver()
+	h.setNode("node-b", corev1.ConditionTrue, t0) // one lost node of two is no zone-wide disruption
 	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
 
 	h.now = lost.Add(time.Minute)
@@ -669,4 +671,253 @@ func TestReconcileFinalStatusSurvivesAFailedWrite(t *testing.T) {
 		t.Errorf("StatefulSet replicas = %d after success, want 0", *s.Spec.Replicas)
 	}
 	h.expectEvents([]string{"Normal Completed"}, nil)
+}
+
+// TestReconcileReadsBeforeItCreates: ResourceQuota admission charges a Create before the apiserver
+// finds the name taken, so a Create of an object that exists fails with "exceeded quota" in a
+// namespace at its limit, and inflates the quota's used below it. Reconcile reads first (the
+// cache, then the apiserver when the cache has not seen the object yet) and creates only what is
+// missing.
+func TestReconcileReadsBeforeItCreates(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	if want := "Service/" + h.names.Service + ",StatefulSet/" + h.names.StatefulSet; strings.Join(h.creates, ",") != want {
+		t.Errorf("first reconcile created %v, want %s", h.creates, want)
+	}
+	h.expectEvents([]string{"Normal Converted"}, nil)
+
+	h.creates = nil
+	h.reconcile()
+	if len(h.creates) != 0 {
+		t.Errorf("a reconcile with everything in place called Create for %v", h.creates)
+	}
+
+	// The cache has not seen the Service and StatefulSet yet; the apiserver has them.
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			switch obj.(type) {
+			case *corev1.Service, *appsv1.StatefulSet:
+				return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	h.reconcile()
+	if len(h.creates) != 0 {
+		t.Errorf("a reconcile on a stale cache called Create for %v", h.creates)
+	}
+	h.expectEvents(nil, nil)
+}
+
+// TestReconcileFencesOnNoStaleCache: the informer cache still has the node unreachable past
+// fence-after, but it has come back: the force-delete is decided on the Node read live.
+func TestReconcileFencesOnNoStaleCache(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "1m"}, nil)
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	stale := &corev1.Node{}
+	if err := h.c.Get(h.ctx, types.NamespacedName{Name: "node-a"}, stale); err != nil {
+		t.Fatal(err)
+	}
+	h.setNode("node-a", corev1.ConditionTrue, lost.Add(30*time.Second)) // back, as the apiserver has it
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if n, ok := obj.(*corev1.Node); ok && key.Name == "node-a" {
+				stale.DeepCopyInto(n)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	h.now = lost.Add(5 * time.Minute)
+	h.reconcile()
+	if got := h.forcedDeletions(); len(got) != 0 {
+		t.Errorf("force-deleted %v on a stale cache; the node is Ready", got)
+	}
+	if d := h.driver(); d == nil || d.DeletionTimestamp != nil {
+		t.Error("the driver pod on a Ready node was deleted")
+	}
+}
+
+// TestReconcileFenceAfterZeroTurnsFencingOff: --fence-after is set cluster-wide; a driver's
+// fence-after "0" turns fencing off for it, as the annotation's documentation says.
+func TestReconcileFenceAfterZeroTurnsFencingOff(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "0"}, nil)
+	h.r.FenceAfter = time.Minute
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.now = lost.Add(time.Hour)
+	h.reconcile()
+	if got := h.forcedDeletions(); len(got) != 0 {
+		t.Errorf("force-deleted %v with fence-after 0", got)
+	}
+}
+
+// TestReconcileKeepsTheLastValidSetting: max-restarts 1 was admitted; a typo edited onto the
+// running app is reported (status and a Warning Event naming the key) and the admitted value
+// kept: the next failure is restarted, not final.
+func TestReconcileKeepsTheLastValidSetting(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "1"}, nil)
+	p := h.placeholder()
+	p.Annotations[contract.AnnotationMaxRestarts] = "1O"
+	if err := h.c.Update(h.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "waiting", false, "restarting (restart 1)", contract.AnnotationMaxRestarts+`="1O"`)
+	h.expectEvents([]string{"Warning Restarting", "Warning InvalidSetting"},
+		map[string][]string{"InvalidSetting": {contract.AnnotationMaxRestarts}, "Restarting": {"1 of 1"}})
+	h.reconcile()
+	h.expectEvents(nil, nil)
+}
+
+// TestReconcileRestartOnADeadNode: the driver failed and driverset deleted its pod to restart it;
+// then its node died, so no kubelet confirms the deletion. The recorded exit proves the driver
+// process is gone: driverset force-deletes the pod (that incarnation only) and the restart goes on.
+func TestReconcileRestartOnADeadNode(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	first := h.driver()
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.now = t0.Add(10 * time.Minute)
+	h.setDriverStatus(exitedStatus(1, h.now.Add(-time.Minute)))
+	h.reconcile()
+	if d := h.driver(); d == nil || d.DeletionTimestamp == nil || len(h.forcedDeletions()) != 0 {
+		t.Fatalf("want the failed incarnation deleted gracefully, deletions %+v", h.deletes)
+	}
+	h.setNode("node-a", corev1.ConditionUnknown, h.now, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.now = h.now.Add(time.Minute)
+	h.reconcile()
+	if got := h.forcedDeletions(); strings.Join(got, ",") != "Pod/"+h.names.DriverPodName() {
+		t.Fatalf("force-deletions = %v, want the failed incarnation", got)
+	}
+	if h.deletes[len(h.deletes)-1].uid != first.UID {
+		t.Errorf("force-deleted %s, want the failed incarnation %s", h.deletes[len(h.deletes)-1].uid, first.UID)
+	}
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(h.now))
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true, "node-b")
+}
+
+// TestReconcileFinishedAppIsNotRerun: the driver exits 0 and its pod is drained right after,
+// before driverset saw the exit: the app Succeeded. Then someone deletes the finished app's
+// StatefulSet: it is made again with 0 replicas, so the driver is not run again.
+func TestReconcileFinishedAppIsNotRerun(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.now = t0.Add(time.Hour)
+	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
+	if err := h.c.Delete(h.ctx, h.driver()); err != nil { // the drain; the kubelet stops the idle wrap
+		t.Fatal(err)
+	}
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodSucceeded, "terminated", false, "exited with code 0")
+	h.expectEvents([]string{"Normal Completed"}, nil)
+
+	h.stopped(h.names.DriverPodName())
+	if err := h.c.Delete(h.ctx, h.statefulSet()); err != nil {
+		t.Fatal(err)
+	}
+	h.created = nil
+	h.reconcile()
+	// As created: the StatefulSet controller acts on it before any later scale-down.
+	if len(h.created) != 1 {
+		t.Fatalf("created %v, want the StatefulSet again", h.creates)
+	}
+	if s, ok := h.created[0].(*appsv1.StatefulSet); !ok || s.Spec.Replicas == nil || *s.Spec.Replicas != 0 {
+		t.Errorf("%s of a finished app made again with replicas %v, want 0", h.creates[0], s.Spec.Replicas)
+	}
+}
+
+// TestReconcileCorrectsReplicas: someone scales the StatefulSet (kubectl scale). 2 would make S-1,
+// a second driver with the same app id; 0 would leave the app Running forever. driverset sets it
+// back to 1 while the app runs — but never scales a finished app up on a stale cache.
+func TestReconcileCorrectsReplicas(t *testing.T) {
+	scale := func(h *cluster, n int32) {
+		t.Helper()
+		s := h.statefulSet()
+		s.Spec.Replicas = &n
+		if err := h.c.Update(h.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int32{2, 0} {
+		h := runningCluster(t, nil, nil)
+		scale(h, n)
+		h.reconcile()
+		if r := h.statefulSet().Spec.Replicas; *r != 1 {
+			t.Errorf("replicas %d: corrected to %d, want 1", n, *r)
+		}
+		h.expectEvents([]string{"Warning ReplicasCorrected"}, map[string][]string{"ReplicasCorrected": {h.names.StatefulSet}})
+	}
+
+	// The app has just succeeded and S was scaled to 0; the cache has not seen the final status yet.
+	h := runningCluster(t, nil, nil)
+	stale := h.placeholder()
+	h.now = t0.Add(time.Hour)
+	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
+	h.reconcile()
+	h.expectEvents([]string{"Normal Completed"}, nil)
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*corev1.Pod); ok && key == h.p {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, _ = h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p}) // the stale status write may conflict
+	if r := h.statefulSet().Spec.Replicas; *r != 0 {
+		t.Errorf("a finished app's StatefulSet scaled to %d on a stale cache", *r)
+	}
+}
+
+// TestReconcileGateLiftIsForTheIncarnationDecided: the cache still shows incarnation A (gated,
+// with its own executor, so none is stale for it) while the apiserver has its successor B, also
+// gated while A's executor exists. The decision made for A must not lift B's gate.
+func TestReconcileGateLiftIsForTheIncarnationDecided(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted"}, nil)
+	a := h.startIncarnation("", contract.GateStaleExecutors)
+	yes := true
+	e := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pi-exec-1", Namespace: h.p.Namespace,
+			Labels: map[string]string{
+				contract.LabelSparkAppSelector: h.placeholder().Labels[contract.LabelSparkAppSelector],
+				contract.LabelSparkRole:        contract.RoleExecutor,
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.Name, UID: a.UID, Controller: &yes}},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
+	}
+	if err := h.c.Create(h.ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	stale := h.driver()
+	if err := h.c.Delete(h.ctx, stale, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	b := h.startIncarnation("", contract.GateStaleExecutors)
+	// The fake numbers each object's resourceVersions from 1, so A and B could share one; on an
+	// apiserver every write has its own. One status write makes them differ here too.
+	h.setDriverStatus(pendingStatus())
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*corev1.Pod); ok && key.Name == h.names.DriverPodName() {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, _ = h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p})
+	if d := h.driver(); d.UID != b.UID || !convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+		t.Errorf("incarnation %s gates %v: the gate was lifted by a decision made for %s", d.UID, d.Spec.SchedulingGates, a.UID)
+	}
 }

@@ -49,7 +49,17 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			node = nil
 		}
 	}
-	loss := assessNode(driver, node, fenceAfter, now)
+	zone, err := r.zoneOf(ctx, node, fenceAfter)
+	if err != nil {
+		return "", 0, err
+	}
+	loss := assessNode(driver, node, zone, fenceAfter, now)
+	if loss.Fence {
+		// The cache may be behind a node that came back: decide again on the Node as it is now.
+		if loss, err = r.assessLive(ctx, driver, zone, fenceAfter, now); err != nil {
+			return "", 0, err
+		}
+	}
 	cause, since, stoppedOutside := stoppedFromOutside(driver)
 	switch {
 	case loss.Lost:
@@ -103,6 +113,33 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 		return "", 0, r.recordLoss(ctx, p, nil)
 	}
 	return "", 0, nil
+}
+
+// zoneOf counts the nodes of node's zone (informer cache) when fencing may follow.
+func (r *Placeholder) zoneOf(ctx context.Context, node *corev1.Node, fenceAfter time.Duration) (Zone, error) {
+	if node == nil || fenceAfter <= 0 {
+		return Zone{}, nil
+	}
+	if c := nodeReady(node); c != nil && c.Status == corev1.ConditionTrue {
+		return Zone{}, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return Zone{}, err
+	}
+	return zoneOf(node, nodes.Items), nil
+}
+
+// assessLive assesses the driver's node as the apiserver has it now.
+func (r *Placeholder) assessLive(ctx context.Context, driver *corev1.Pod, zone Zone, fenceAfter time.Duration, now time.Time) (NodeLoss, error) {
+	node := &corev1.Node{}
+	if err := r.apiReader().Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return NodeLoss{}, err
+		}
+		node = nil
+	}
+	return assessNode(driver, node, zone, fenceAfter, now), nil
 }
 
 // recordLoss sets (or, with nil, clears) the loss record on P under optimistic locking.

@@ -25,6 +25,11 @@ type View struct {
 	Restarts int
 	// Note, when set, is appended to the message (e.g. why a lost node's pod is waited for).
 	Note string
+	// Invalid, when set, names the driver's annotations that are invalid and ignored.
+	Invalid string
+	// Blocked, when set, is why the driver pod cannot be made (a refused create), shown while
+	// there is no driver pod.
+	Blocked string
 }
 
 // placeholderStatus is the status the placeholder must show for v, given its current status.
@@ -89,6 +94,11 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 			}
 			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "DriverPending", Message: "waiting for the StatefulSet to create the driver pod"}
 			st.Message = "driverset: waiting for the StatefulSet to create the driver pod"
+			if v.Blocked != "" {
+				// spark-submit prints the waiting reason and message; kubectl shows the reason.
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: ReasonFailedCreate, Message: v.Blocked}
+				st.Message = "driverset: " + v.Blocked
+			}
 		case driverCS != nil && driverCS.State.Running != nil:
 			st.Phase = corev1.PodRunning
 			cs.State.Running = driverCS.State.Running.DeepCopy()
@@ -113,6 +123,9 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 	}
 	if v.Note != "" {
 		st.Message += "; " + v.Note
+	}
+	if v.Invalid != "" {
+		st.Message += "; " + v.Invalid
 	}
 	// A container that already shows a final state keeps it (see above).
 	if old := containerStatus(cur, v.Container); old != nil && old.State.Terminated != nil && cs.State.Terminated == nil {

@@ -80,7 +80,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.imagePullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of that init container")
 	fs.DurationVar(&f.restartBackoff, "restart-backoff", 10*time.Second, "delay before the first restart of a failed driver; doubles with each restart")
 	fs.DurationVar(&f.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay between restarts")
-	fs.DurationVar(&f.fenceAfter, "fence-after", 0, "force-delete a driver pod whose node has not been Ready this long (0: never; a driver's driverset.dev/fence-after annotation wins)")
+	fs.DurationVar(&f.fenceAfter, "fence-after", 0, "force-delete a driver pod whose node has been unreachable this long (0: never; a driver's driverset.dev/fence-after annotation wins)")
 	fs.BoolVar(&f.selfManagedCerts, "self-managed-tls", false, "make and rotate the webhook's CA and serving certificates (no cert-manager); they go to --cert-dir")
 	fs.StringVar(&f.caSecret, "ca-secret", "driverset-ca", "with --self-managed-tls: the Secret, in this pod's namespace, that holds the CA")
 	fs.StringVar(&f.webhookService, "webhook-service", "driverset-webhook", "with --self-managed-tls: the webhook's Service (the serving certificate's name)")
@@ -195,6 +195,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	r := &controller.Placeholder{
 		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
 		Events:     mgr.GetEventRecorder("driverset.dev/controller"),
 		Convert:    convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
 		Budget:     controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},

@@ -76,6 +76,8 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		// Events on the placeholder for every decision (patch: the recorder aggregates repeats).
 		{"", "events.k8s.io", "events", "create", ""}: all,
 		{"", "events.k8s.io", "events", "patch", ""}:  all,
+		// Why the StatefulSet cannot make the driver pod: one StatefulSet's Events, listed live.
+		{"", "", "events", "list", ""}: all,
 		// Leader election of the controller, in driverset's namespace.
 		{systemNamespace, "coordination.k8s.io", "leases", "get", ""}:    all,
 		{systemNamespace, "coordination.k8s.io", "leases", "list", ""}:   all,

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Why the driver pod is not there: a Create refused by the apiserver (quota, policy, validation) is
+// shown on the placeholder, so spark-submit's watch and `kubectl describe` say what is wrong.
+
+// missingDriverGrace is how long S-0 may be missing before driverset asks the StatefulSet's
+// Events why: the StatefulSet controller makes S-0 within a second when nothing is wrong.
+const missingDriverGrace = 10 * time.Second
+
+// failedCreateRecent bounds how old a FailedCreate Event may be to explain a missing S-0 now.
+const failedCreateRecent = 2 * time.Minute
+
+// ReasonFailedCreate is the Event reason with which the StatefulSet controller reports a refused
+// pod, and with which driverset reports a refused Service or StatefulSet.
+const ReasonFailedCreate = "FailedCreate"
+
+// createFailure is the message of the latest FailedCreate Event among events that was seen within
+// failedCreateRecent of now, or "" when there is none.
+func createFailure(events []corev1.Event, now time.Time) string {
+	var latest time.Time
+	msg := ""
+	for i := range events {
+		e := &events[i]
+		if e.Reason != ReasonFailedCreate || e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		seen := lastSeen(e)
+		if now.Sub(seen) > failedCreateRecent || !seen.After(latest) {
+			continue
+		}
+		latest, msg = seen, e.Message
+	}
+	return msg
+}
+
+// lastSeen is when an Event was last observed, whichever API wrote it.
+func lastSeen(e *corev1.Event) time.Time {
+	t := e.LastTimestamp.Time
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	if e.EventTime.After(t) {
+		t = e.EventTime.Time
+	}
+	return t
+}
+
+// driverPodFailure asks the apiserver why the StatefulSet has not made S-0: the latest
+// FailedCreate Event of sts, read live and for this one object only (Events are never cached).
+// It asks only once S-0 has been missing past missingDriverGrace since sts was made.
+func (r *Placeholder) driverPodFailure(ctx context.Context, sts *appsv1.StatefulSet) (string, error) {
+	// Only ever a live read: through the cache this would watch every Event of the cluster.
+	if r.APIReader == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0 || r.now().Sub(sts.CreationTimestamp.Time) < missingDriverGrace {
+		return "", nil
+	}
+	var events corev1.EventList
+	err := r.APIReader.List(ctx, &events, client.InNamespace(sts.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.uid", string(sts.UID))})
+	if err != nil {
+		return "", err
+	}
+	msg := createFailure(events.Items, r.now())
+	if msg == "" {
+		return "", nil
+	}
+	return fmt.Sprintf("the StatefulSet %s cannot create the driver pod: %s", sts.Name, msg), nil
+}
+
+// refusedError is a Create that the apiserver refused (quota, admission policy, validation): the
+// reason the driver cannot be made, shown on the placeholder rather than only retried.
+type refusedError struct {
+	what string // e.g. "StatefulSet pi-driver"
+	err  error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("driverset cannot create %s: %v", e.what, e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// retryRefused is how often a refused Create is tried again: what refused it (a quota, a policy)
+// is not watched.
+const retryRefused = 10 * time.Second
+
+// refusedByAdmission reports whether a Create was refused for what it asks (quota, policy,
+// validation), as opposed to failing on the way (a timeout, a lost connection).
+func refusedByAdmission(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// kindOf is obj's kind for a message, from its Go type (typed objects carry no TypeMeta).
+func kindOf(obj client.Object) string {
+	return reflect.TypeOf(obj).Elem().Name()
+}
