@@ -9,13 +9,20 @@ import (
 
 func testLayout() layout {
 	return layout{
-		Dir: "/d", EtcdClientPort: 1001, EtcdPeerPort: 1002, APIServerPort: 1003,
+		Dir: "/d", APIHost: "127.0.0.1", EtcdClientPort: 1001, EtcdPeerPort: 1002, APIServerPort: 1003,
 		ControllerManagerPort: 1004, SchedulerPort: 1005,
 		NodeMonitorGracePeriod: 10 * time.Second, PodEvictionTimeout: 1500 * time.Millisecond,
 		PKI:                 pkiFiles{CACert: "/d/pki/ca.crt", SAKey: "/d/pki/sa.key", SAPub: "/d/pki/sa.pub"},
 		ControllerManagerKC: "/d/cm.kubeconfig", SchedulerKC: "/d/s.kubeconfig", AdminKC: "/d/admin.kubeconfig",
 		KwokConfig: "/d/kwok.yaml",
 	}
+}
+
+// realNodesLayout: the apiserver on the real nodes' network.
+func realNodesLayout() layout {
+	l := testLayout()
+	l.APIHost = realHostIP
+	return l
 }
 
 // TestComponentFlags lists, per component, flags the issue requires with their exact values.
@@ -36,6 +43,10 @@ func TestComponentFlags(t *testing.T) {
 			"--default-not-ready-toleration-seconds=2", "--default-unreachable-toleration-seconds=2",
 			"--service-account-key-file=/d/pki/sa.pub", "--service-account-signing-key-file=/d/pki/sa.key",
 			"--requestheader-allowed-names=front-proxy-client",
+		}},
+		{"kube-apiserver with real nodes", apiserverArgs(realNodesLayout()), []string{
+			"--bind-address=10.77.0.1", "--advertise-address=10.77.0.1", "--endpoint-reconciler-type=lease",
+			"--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP",
 		}},
 		{"kube-controller-manager", controllerManagerArgs(l), []string{
 			"--controllers=*", "--node-monitor-grace-period=10s", "--leader-elect=false",
