@@ -54,10 +54,15 @@ const (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+// run plays the role named by the first argument and returns the exit code.
+func run() int {
 	// Spark's images are run as `/opt/entrypoint.sh driver …`: the role is the first argument.
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: simspark driver|executor|orphan [args…]")
-		os.Exit(2)
+		return 2
 	}
 	term, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -89,8 +94,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "simspark: unknown role %q: want driver, executor or orphan\n", os.Args[1])
 		code = 2
 	}
-	stop()
-	os.Exit(code)
+	return code
 }
 
 func runDriver(term context.Context, logf func(string, ...any)) int {
