@@ -105,5 +105,6 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "realnode: driverset installed from install.yaml and serving in %s\n", time.Since(step).Round(time.Millisecond))
 	code = m.Run()
+	reportNodeUsage(os.Stderr)
 	return code
 }

@@ -195,3 +195,51 @@ func untaint(t *testing.T, node string) {
 		t.Errorf("untaint %s: %v", node, err)
 	}
 }
+
+// TestDeadNodeRecoveries: the two other ways a dead node's driver comes back without anyone
+// confirming the node is down by taint: its Node object is deleted (autoscaler, node repair), or
+// the app opted into fencing and the node stayed unreachable that long.
+func TestDeadNodeRecoveries(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fence string
+		act   func(node string) error
+	}{
+		{name: "node deleted", act: func(node string) error { return bed.cluster.DeleteNode(context.Background(), node) }},
+		{name: "fenced", fence: "15s", act: func(string) error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, nil)
+			a := simApp(ns, "dead", 1)
+			if tc.fence != "" {
+				a.DriverAnnotations = map[string]string{"driverset.dev/fence-after": tc.fence}
+			}
+			s := submit(t, a, nil)
+			first := runningDriver(t, s, "", 3*time.Minute)
+			waitLog(t, ns, first.Name, "registered from", 1, 2*time.Minute)
+			node := first.Spec.NodeName
+			killed := time.Now()
+			if err := bed.cluster.KillNode(context.Background(), node); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { reviveIfDead(t, node) })
+			if tc.fence == "" {
+				waitNodeUnknown(t, node)
+				noSecondDriver(t, s, first, 5*time.Second)
+			}
+			if err := tc.act(node); err != nil {
+				t.Fatal(err)
+			}
+			second := runningDriver(t, s, string(first.UID), 3*time.Minute)
+			t.Logf("%s: recovered on %s %s after the node died", tc.name, second.Spec.NodeName, time.Since(killed).Round(time.Millisecond))
+			if second.Spec.NodeName == node {
+				t.Fatalf("the new driver runs on the dead node %s", node)
+			}
+			waitLog(t, ns, second.Name, "registered from", 1, 2*time.Minute)
+			s.end(t, "0")
+			if res := s.wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
+				t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
+			}
+		})
+	}
+}
