@@ -129,3 +129,38 @@ func ptrValue(r *int32) int32 {
 	}
 	return *r
 }
+
+// TestScaledUpAppNeverRunsASecondDriver: `kubectl scale --replicas=2` on an app's StatefulSet
+// never creates S-1 (a second driver JVM of the same app): the incarnations webhook refuses any
+// ordinal but 0, and driverset scales the StatefulSet back to 1.
+func TestScaledUpAppNeverRunsASecondDriver(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	s := submit(t, app(ns, "scaledup"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+
+	sc, err := kube().AppsV1().StatefulSets(ns).GetScale(ctx, names.StatefulSet, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = 2
+	if _, err := kube().AppsV1().StatefulSets(ns).UpdateScale(ctx, names.StatefulSet, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the StatefulSet back at 1 replica", func(ctx context.Context) (bool, error) {
+		return *getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas == 1, nil
+	})
+	// Give the StatefulSet controller time to have tried S-1.
+	time.Sleep(3 * time.Second)
+	if _, err := kube().CoreV1().Pods(ns).Get(ctx, names.StatefulSet+"-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("S-1 exists (err %v): a second driver of the app", err)
+	}
+	if d := getPod(t, ns, names.DriverPodName()); d.UID != d0.UID {
+		t.Errorf("the driver was replaced (%s → %s) by the scale-up", short(d0.UID), short(d.UID))
+	}
+	exitDriver(t, d0, 0)
+	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -69,6 +70,7 @@ const (
 	unchanged  verdict = iota // allowed, no patch
 	patchedOK                 // allowed, with a patch
 	refusedErr                // not allowed, an error code
+	denied                    // not allowed, a denial (403)
 )
 
 // TestExecutorDecides covers what the golden cases do not: lookups that fail (never a refusal),
@@ -191,6 +193,16 @@ func TestIncarnationDecides(t *testing.T) {
 			want: unchanged, message: "bound to node node-1, so it cannot be held"},
 		{name: "the namespace comes from the request when the pod has none", pod: func(p *corev1.Pod) { p.Namespace = "" },
 			want: patchedOK, message: "held by scheduling gate"},
+		{name: "ordinal 0: the driver", pod: func(p *corev1.Pod) { p.Labels[appsv1.PodIndexLabel] = "0" },
+			want: patchedOK, message: "held by scheduling gate"},
+		{name: "ordinal 1 (the StatefulSet scaled up by hand): a second driver, denied", pod: func(p *corev1.Pod) {
+			p.Labels[appsv1.PodIndexLabel] = "1"
+			p.Name = strings.TrimSuffix(p.Name, "-0") + "-1"
+		}, want: denied, message: "one driver per app"},
+		{name: "ordinal 1 without executors to wait for: still denied", pod: func(p *corev1.Pod) {
+			p.Labels[appsv1.PodIndexLabel] = "1"
+			delete(p.Labels, contract.LabelSparkAppSelector)
+		}, want: denied, message: "one driver per app"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -370,6 +382,10 @@ func checkVerdict(t *testing.T, resp admission.Response, want verdict, message s
 	case refusedErr:
 		if resp.Allowed || len(resp.Patches) != 0 || resp.Result == nil || resp.Result.Code != http.StatusInternalServerError {
 			t.Errorf("allowed=%v result=%+v, want refused with 500", resp.Allowed, resp.Result)
+		}
+	case denied:
+		if resp.Allowed || len(resp.Patches) != 0 || resp.Result == nil || resp.Result.Code != http.StatusForbidden {
+			t.Errorf("allowed=%v result=%+v, want denied with 403", resp.Allowed, resp.Result)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -40,6 +41,9 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 	if answer != nil {
 		return *answer
 	}
+	if why := secondDriver(pod); why != "" {
+		return admission.Denied(why)
+	}
 	app, reason := incarnationApp(pod)
 	if reason != "" {
 		return admission.Allowed(reason)
@@ -59,6 +63,18 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return patched(req.Object.Raw, before, pod, HoldIncarnation(pod, executors.Items))
+}
+
+// secondDriver says why pod must not be created: it is a pod of a driverset StatefulSet with an
+// ordinal other than 0, which exists only when someone scaled the StatefulSet up by hand. It
+// would be a second driver JVM of the same app; the controller scales the StatefulSet back to one.
+func secondDriver(pod *corev1.Pod) string {
+	index, ok := pod.Labels[appsv1.PodIndexLabel]
+	if pod.Labels[contract.LabelSparkRole] != contract.RoleDriver || pod.Labels[contract.LabelDriver] == "" || !ok || index == "0" {
+		return ""
+	}
+	return fmt.Sprintf("driverset runs one driver per app: pod %s is ordinal %s of StatefulSet %s, whose only pod is ordinal 0; "+
+		"driverset scales it back to 1 replica", pod.Name, index, pod.Labels[contract.LabelDriver])
 }
 
 // incarnationApp returns the app id of pod when it is a driver pod driverset runs, else why the

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -156,5 +159,27 @@ func TestServeLogLevel(t *testing.T) {
 				t.Errorf("logged %v, want %v; output:\n%s", logged, tc.logged, out.String())
 			}
 		})
+	}
+}
+
+// fakeCache syncs when synced is true, else waits for the context like an unsynced cache.
+type fakeCache struct{ synced bool }
+
+func (f fakeCache) WaitForCacheSync(ctx context.Context) bool {
+	if f.synced {
+		return true
+	}
+	<-ctx.Done()
+	return false
+}
+
+// TestCachesSynced: readiness fails while the informer caches the webhooks read are not synced.
+func TestCachesSynced(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+	if err := cachesSynced(fakeCache{})(req); err == nil {
+		t.Error("ready with caches not synced")
+	}
+	if err := cachesSynced(fakeCache{synced: true})(req); err != nil {
+		t.Errorf("not ready with synced caches: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -212,6 +213,11 @@ func serve(ctx context.Context, args []string) error {
 	if err := mgr.AddReadyzCheck("webhook", hooks.StartedChecker()); err != nil {
 		return err
 	}
+	// Ready also means the informer caches the webhooks read are filled: before that the
+	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
+	if err := mgr.AddReadyzCheck("informer-caches", cachesSynced(mgr.GetCache())); err != nil {
+		return err
+	}
 	// The driver webhook reads LimitRanges from the cache: have that informer started with it.
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.LimitRange{}); err != nil {
 		return err
@@ -311,3 +317,23 @@ func registerMetrics(reg prometheus.Registerer) (*controller.Metrics, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// cacheSyncer is what cachesSynced needs of controller-runtime's cache.
+type cacheSyncer interface {
+	WaitForCacheSync(ctx context.Context) bool
+}
+
+// cacheSyncProbeWait bounds how long one readiness probe waits for the caches.
+const cacheSyncProbeWait = 200 * time.Millisecond
+
+// cachesSynced is a readiness check that fails until every informer of c has synced.
+func cachesSynced(c cacheSyncer) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncProbeWait)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("informer caches not synced yet")
+		}
+		return nil
+	}
+}
