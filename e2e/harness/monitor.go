@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -123,6 +124,15 @@ func (m *Monitor) Events(ns string) int {
 	return m.ledger.events[ns]
 }
 
+// Incarnations returns the UID of every driver pod object named name in ns the monitor has seen,
+// in the order it first saw them: a StatefulSet's S-0 has one name and a UID per incarnation,
+// and a short-lived one (created, then deleted by a scale to 0) is among them.
+func (m *Monitor) Incarnations(ns, name string) []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.ledger.uids[ns+"/"+name])
+}
+
 // checkWithin is how long Check waits for the watch to catch up with a List.
 const checkWithin = 10 * time.Second
 
@@ -171,11 +181,12 @@ type ledger struct {
 	bound      map[string]map[types.UID]string // group (see group) -> uid -> pod name
 	seen       map[types.UID]string            // uid -> last resourceVersion observed ("" once deleted)
 	events     map[string]int                  // namespace -> events observed
+	uids       map[string][]types.UID          // namespace/name -> each pod object of that name, in order seen
 	violations []Violation
 }
 
 func newLedger() ledger {
-	return ledger{bound: map[string]map[types.UID]string{}, seen: map[types.UID]string{}, events: map[string]int{}}
+	return ledger{bound: map[string]map[types.UID]string{}, seen: map[types.UID]string{}, events: map[string]int{}, uids: map[string][]types.UID{}}
 }
 
 // group is what at most one bound driver pod may exist of: the app (spark-app-selector), or, for
@@ -198,6 +209,9 @@ func occupies(p *corev1.Pod) bool {
 
 func (l *ledger) observe(p *corev1.Pod, deleted bool, at time.Time) {
 	l.events[p.Namespace]++
+	if _, ok := l.seen[p.UID]; !ok {
+		l.uids[p.Namespace+"/"+p.Name] = append(l.uids[p.Namespace+"/"+p.Name], p.UID)
+	}
 	if deleted {
 		l.seen[p.UID] = ""
 	} else {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,23 @@ func TestLedgerSpec(t *testing.T) {
 				t.Errorf("violations = %v, want %v", l.violations, tc.want)
 			}
 		})
+	}
+}
+
+// Each pod object of a name is an incarnation, counted once however often it changes, deleted
+// ones included.
+func TestLedgerIncarnations(t *testing.T) {
+	s0 := driverPod("app-driver-sts-0", "spark-1", "node-1", corev1.PodRunning)
+	s1, s2 := incarnation(s0, "0001"), incarnation(s0, "0002")
+	l := newLedger()
+	for _, e := range []event{upd(s0), upd(terminating(s0)), del(s0), upd(s1), upd(withPhase(s1, corev1.PodFailed)), del(s1), upd(s2), del(s2),
+		upd(driverPod("other", "spark-2", "node-1", corev1.PodRunning))} {
+		l.observe(e.pod, e.deleted, time.Now())
+	}
+	got := l.uids["ns/app-driver-sts-0"]
+	want := []types.UID{s0.UID, s1.UID, s2.UID}
+	if !slices.Equal(got, want) {
+		t.Errorf("incarnations = %v, want %v", got, want)
 	}
 }
 
