@@ -42,6 +42,9 @@ func namespace(t *testing.T, labels map[string]string) string {
 		for _, v := range bed.monitor.Violations(name) {
 			t.Errorf("at-most-one driver violated: %s", v)
 		}
+		if err := bed.monitor.Check(context.Background(), name); err != nil {
+			t.Error(err)
+		}
 		_ = kube().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name

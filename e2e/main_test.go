@@ -92,7 +92,40 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code = m.Run()
+	if !afterRun(bed.monitor, dir) {
+		code = 1
+	}
 	return code
+}
+
+// afterRun holds the whole run to what no single scenario can see: the at-most-one invariant
+// everywhere (in every namespace, the benchmarks' bench-* among them, not only those made by
+// namespace()), a monitor that was alive to see it, and no panic that controller-runtime
+// recovered in any driverset process. It reports what fails and whether the run may pass.
+func afterRun(mon *harness.Monitor, dir string) bool {
+	ok := true
+	fail := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: "+format+"\n", a...)
+		ok = false
+	}
+	for _, v := range mon.Violations("") {
+		fail("at-most-one driver violated: %s", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := mon.Check(ctx, ""); err != nil {
+		fail("%v", err)
+	}
+	panics, err := harness.RecoveredPanics(dir)
+	if err != nil {
+		fail("reading driverset's logs for panics: %v", err)
+	}
+	for _, p := range panics {
+		fail("driverset panicked (controller-runtime recovered it): %s", p)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: invariant monitor saw %d driver pod events, %d violations; %d panics in driverset's logs\n",
+		mon.Events(""), len(mon.Violations("")), len(panics))
+	return ok
 }
 
 // startDriverset starts `driverset serve` against the test bed, on the port of prev when given

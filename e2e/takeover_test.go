@@ -163,14 +163,24 @@ func TestDriversetDownRefusesOptedInDrivers(t *testing.T) {
 		t.Errorf("the refusal does not name driverset's webhook: %v", err)
 	}
 	t.Logf("spark-submit was refused: %v", err)
-	cms, _ := kube().CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	// A List that fails shows nothing left behind: each must succeed for the check to mean anything.
+	cms, err := kube().CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list ConfigMaps: %v", err)
+	}
 	for _, cm := range cms.Items {
 		if cm.Name != "kube-root-ca.crt" {
 			t.Errorf("ConfigMap %s left behind", cm.Name)
 		}
 	}
-	svcs, _ := kube().CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-	pods, _ := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	svcs, err := kube().CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list Services: %v", err)
+	}
+	pods, err := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
 	if len(svcs.Items) != 0 || len(pods.Items) != 0 {
 		t.Errorf("left behind: %d Services, %d pods", len(svcs.Items), len(pods.Items))
 	}

@@ -117,7 +117,9 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	}
 	d.Kubeconfig = kubeconfig
 	d.LogPath = filepath.Join(o.Dir, "driverset-"+strconv.Itoa(o.Port)+".log")
-	logf, err := os.Create(d.LogPath)
+	// Appended to, not truncated: a replica restarted on its port (after a crash) keeps its
+	// predecessor's log, which is read for panics at the end of the run.
+	logf, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}

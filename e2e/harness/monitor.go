@@ -2,14 +2,18 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -30,23 +34,36 @@ func (v Violation) String() string {
 
 // Monitor watches every pod with spark-role=driver and records each moment at which two of one
 // app's driver pods exist bound to nodes and not finished: the at-most-one invariant, as the
-// apiserver sees it. (A placeholder is never bound, so it never counts.)
+// apiserver sees it. (A placeholder is never bound, so it never counts.) Check tells whether the
+// watch is alive and has seen what the apiserver holds, so that no violation was missed.
 type Monitor struct {
-	mu         sync.Mutex
-	bound      map[string]map[types.UID]string // ns/app -> uid -> pod name
-	violations []Violation
-	stop       context.CancelFunc
+	client kubernetes.Interface
+	inf    cache.SharedIndexInformer
+	ctx    context.Context
+	stop   context.CancelFunc
+
+	mu       sync.Mutex
+	ledger   ledger
+	watchErr error // the last error of the informer's list or watch, if any
 }
 
 // StartMonitor starts watching; Stop ends it.
 func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &Monitor{bound: map[string]map[types.UID]string{}, stop: cancel}
+	m := &Monitor{client: c, ctx: ctx, stop: cancel, ledger: newLedger()}
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = contract.LabelSparkRole + "=" + contract.RoleDriver
+		o.LabelSelector = driverSelector
 	}))
-	inf := f.Core().V1().Pods().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	m.inf = f.Core().V1().Pods().Informer()
+	if err := m.inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.watchErr = err
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	_, err := m.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.observe(o, false) },
 		UpdateFunc: func(_, o any) { m.observe(o, false) },
 		DeleteFunc: func(o any) {
@@ -61,40 +78,23 @@ func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error)
 		return nil, err
 	}
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), m.inf.HasSynced) {
 		cancel()
-		return nil, fmt.Errorf("the invariant monitor's informer did not sync")
+		return nil, errors.New("the invariant monitor's informer did not sync")
 	}
 	return m, nil
 }
+
+var driverSelector = contract.LabelSparkRole + "=" + contract.RoleDriver //nolint:gochecknoglobals // a constant built from constants
 
 func (m *Monitor) observe(o any, deleted bool) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	key := p.Namespace + "/" + p.Labels[contract.LabelSparkAppSelector]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pods := m.bound[key]
-	if pods == nil {
-		pods = map[types.UID]string{}
-		m.bound[key] = pods
-	}
-	finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	if deleted || p.Spec.NodeName == "" || finished {
-		delete(pods, p.UID)
-		return
-	}
-	pods[p.UID] = p.Name
-	if len(pods) > 1 {
-		var names []string
-		for uid, n := range pods {
-			names = append(names, n+"("+string(uid)[:8]+")")
-		}
-		sort.Strings(names)
-		m.violations = append(m.violations, Violation{Namespace: p.Namespace, App: p.Labels[contract.LabelSparkAppSelector], Pods: names, At: time.Now()})
-	}
+	m.ledger.observe(p, deleted, time.Now())
 }
 
 // Violations returns those recorded in namespace ns ("" for all).
@@ -102,7 +102,7 @@ func (m *Monitor) Violations(ns string) []Violation {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Violation
-	for _, v := range m.violations {
+	for _, v := range m.ledger.violations {
 		if ns == "" || v.Namespace == ns {
 			out = append(out, v)
 		}
@@ -110,5 +110,153 @@ func (m *Monitor) Violations(ns string) []Violation {
 	return out
 }
 
+// Events is the number of driver pod events the monitor has observed in ns ("" for all).
+func (m *Monitor) Events(ns string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ns == "" {
+		n := 0
+		for _, c := range m.ledger.events {
+			n += c
+		}
+		return n
+	}
+	return m.ledger.events[ns]
+}
+
+// Incarnations returns the UID of every driver pod object named name in ns the monitor has seen,
+// in the order it first saw them: a StatefulSet's S-0 has one name and a UID per incarnation,
+// and a short-lived one (created, then deleted by a scale to 0) is among them.
+func (m *Monitor) Incarnations(ns, name string) []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.ledger.uids[ns+"/"+name])
+}
+
+// checkWithin is how long Check waits for the watch to catch up with a List.
+const checkWithin = 10 * time.Second
+
+// Check reports an error unless the monitor's watch is alive and has seen every driver pod the
+// apiserver now holds in ns ("" for all), each at its current resourceVersion. A monitor whose
+// watch died sees nothing, and so records no violation: without this check a scenario would
+// pass on it.
+func (m *Monitor) Check(ctx context.Context, ns string) error {
+	return m.check(ctx, ns, checkWithin)
+}
+
+func (m *Monitor) check(ctx context.Context, ns string, within time.Duration) error {
+	var unseen []string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		if m.ctx.Err() != nil || m.inf.IsStopped() {
+			return false, errors.New("the invariant monitor's watch has stopped")
+		}
+		list, err := m.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: driverSelector})
+		if err != nil {
+			unseen = []string{"(List: " + err.Error() + ")"}
+			return false, nil
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		unseen = m.ledger.unseen(list.Items)
+		return len(unseen) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	if m.ctx.Err() != nil || m.inf.IsStopped() {
+		return errors.New("the invariant monitor's watch has stopped: violations after that were not seen")
+	}
+	m.mu.Lock()
+	watchErr := m.watchErr
+	m.mu.Unlock()
+	return fmt.Errorf("the invariant monitor's watch is not alive: after %s it has not seen driver pods %v the apiserver holds (last watch error: %v)",
+		within, unseen, watchErr)
+}
+
 // Stop ends the watch.
 func (m *Monitor) Stop() { m.stop() }
+
+// ledger is the monitor's pure core: it is told each driver pod event and records violations.
+type ledger struct {
+	bound      map[string]map[types.UID]string // group (see group) -> uid -> pod name
+	seen       map[types.UID]string            // uid -> last resourceVersion observed ("" once deleted)
+	events     map[string]int                  // namespace -> events observed
+	uids       map[string][]types.UID          // namespace/name -> each pod object of that name, in order seen
+	violations []Violation
+}
+
+func newLedger() ledger {
+	return ledger{bound: map[string]map[types.UID]string{}, seen: map[types.UID]string{}, events: map[string]int{}, uids: map[string][]types.UID{}}
+}
+
+// group is what at most one bound driver pod may exist of: the app (spark-app-selector), or, for
+// a driver pod without one, the pod itself by name (every incarnation of a StatefulSet's S-0 has
+// one name). Pods without an app id are not one app.
+func group(p *corev1.Pod) (key, app string) {
+	if id := p.Labels[contract.LabelSparkAppSelector]; id != "" {
+		return p.Namespace + "/app/" + id, id
+	}
+	return p.Namespace + "/pod/" + p.Name, "(no " + contract.LabelSparkAppSelector + ", pod " + p.Name + ")"
+}
+
+// occupies reports whether p counts as a driver that may run: bound to a node and not finished.
+// A Terminating pod still counts: on a dead node it is exactly the driver that may still run
+// there, and the pod that must keep its successor away.
+func occupies(p *corev1.Pod) bool {
+	finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return p.Spec.NodeName != "" && !finished
+}
+
+func (l *ledger) observe(p *corev1.Pod, deleted bool, at time.Time) {
+	l.events[p.Namespace]++
+	if _, ok := l.seen[p.UID]; !ok {
+		l.uids[p.Namespace+"/"+p.Name] = append(l.uids[p.Namespace+"/"+p.Name], p.UID)
+	}
+	if deleted {
+		l.seen[p.UID] = ""
+	} else {
+		l.seen[p.UID] = p.ResourceVersion
+	}
+	key, app := group(p)
+	pods := l.bound[key]
+	if pods == nil {
+		pods = map[types.UID]string{}
+		l.bound[key] = pods
+	}
+	if deleted || !occupies(p) {
+		delete(pods, p.UID)
+		if len(pods) == 0 {
+			delete(l.bound, key)
+		}
+		return
+	}
+	pods[p.UID] = p.Name
+	if len(pods) > 1 {
+		var names []string
+		for uid, n := range pods {
+			names = append(names, n+"("+shortUID(uid)+")")
+		}
+		sort.Strings(names)
+		l.violations = append(l.violations, Violation{Namespace: p.Namespace, App: app, Pods: names, At: at})
+	}
+}
+
+// unseen names the pods of list that the ledger has not observed at their resourceVersion.
+func (l *ledger) unseen(list []corev1.Pod) []string {
+	var out []string
+	for i := range list {
+		p := &list[i]
+		if rv, ok := l.seen[p.UID]; !ok || rv != p.ResourceVersion {
+			out = append(out, p.Namespace+"/"+p.Name+"@"+p.ResourceVersion)
+		}
+	}
+	return out
+}
+
+func shortUID(uid types.UID) string {
+	s := string(uid)
+	if i := strings.IndexByte(s, '-'); i > 0 && i <= 8 {
+		return s[:i]
+	}
+	return s[:min(8, len(s))]
+}

@@ -62,6 +62,9 @@ func namespace(t *testing.T, labels map[string]string) string {
 		for _, v := range bed.monitor.Violations(name) {
 			t.Errorf("at-most-one driver violated: %s", v)
 		}
+		if err := bed.monitor.Check(context.Background(), name); err != nil {
+			t.Errorf("the at-most-one monitor: %v", err)
+		}
 		if t.Failed() {
 			report(t, name)
 		}

@@ -106,5 +106,10 @@ func run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "realnode: driverset installed from install.yaml and serving in %s\n", time.Since(step).Round(time.Millisecond))
 	code = m.Run()
 	reportNodeUsage(os.Stderr)
+	// The invariant, cluster-wide: no scenario's namespace may hide a violation.
+	if v := bed.monitor.Violations(""); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "realnode: at-most-one driver violated: %v\n", v)
+		code = 1
+	}
 	return code
 }
