@@ -408,12 +408,14 @@ func TestReconcileFencesAfterTheNodeIsLost(t *testing.T) {
 }
 
 // TestReconcileWaitsForTheAdmin: without fence-after the driver on a lost node is kept until the
-// node is confirmed down; each confirmation path is a recovery with its own cause.
+// node is confirmed down; then driverset force-deletes it at once, rather than wait for the
+// controller-manager's PodGC; each confirmation path is a recovery with its own cause.
 func TestReconcileWaitsForTheAdmin(t *testing.T) {
 	cases := []struct {
 		name    string
-		confirm func(h *cluster) // what the admin (and the controller-manager) do
+		confirm func(h *cluster) // what the admin does
 		cause   string
+		event   string // the Event that says what proved the node down
 	}{
 		{
 			name: "out-of-service taint",
@@ -422,6 +424,7 @@ func TestReconcileWaitsForTheAdmin(t *testing.T) {
 					corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 			},
 			cause: CauseOutOfService,
+			event: "OutOfService",
 		},
 		{
 			name: "node deleted",
@@ -431,6 +434,7 @@ func TestReconcileWaitsForTheAdmin(t *testing.T) {
 				}
 			},
 			cause: CauseNodeDeleted,
+			event: "NodeGone",
 		},
 	}
 	for _, tc := range cases {
@@ -458,13 +462,18 @@ func TestReconcileWaitsForTheAdmin(t *testing.T) {
 			if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != tc.cause || !rec.Since.Equal(lost) {
 				t.Errorf("loss record = %+v, want cause %s since %v", rec, tc.cause, lost)
 			}
-			if len(h.deletes) != 0 {
-				t.Errorf("driverset deleted %+v; the controller-manager does", h.deletes)
+			old := h.driver()
+			if got := h.forcedDeletions(); len(got) != 1 || h.deletes[0].uid == "" {
+				t.Fatalf("force-deletions %v, want the driver pod at once", h.deletes)
 			}
-			// The controller-manager (taint eviction or pod GC) force-deletes S-0; the StatefulSet makes it again.
-			if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
-				t.Fatal(err)
+			if old != nil {
+				t.Fatalf("driver pod %s still exists after a force-delete", old.Name)
 			}
+			h.expectEvents([]string{"Warning " + tc.event}, map[string][]string{tc.event: {"node-a"}})
+			if n := counterValue(t, reg, "driverset_drivers_fenced_total"); n != 0 {
+				t.Errorf("fenced drivers = %v; a node proven down is no fence", n)
+			}
+			// The StatefulSet makes S-0 again.
 			h.setNode("node-b", corev1.ConditionTrue, t0)
 			h.startIncarnation("node-b")
 			h.setDriverStatus(runningStatus(lost.Add(11 * time.Hour)))
@@ -737,6 +746,47 @@ func TestReconcileFencesOnNoStaleCache(t *testing.T) {
 	}
 	if d := h.driver(); d == nil || d.DeletionTimestamp != nil {
 		t.Error("the driver pod on a Ready node was deleted")
+	}
+}
+
+// TestReconcileActsOnNoStaleProof: a Node missing from the cache, or tainted out-of-service there,
+// is read again from the apiserver before the driver pod is force-deleted: a Node recreated under
+// the same name, or an admin's taint already lifted, proves nothing (PodGC, too, GETs a Node
+// missing from its cache before it deletes its pods).
+func TestReconcileActsOnNoStaleProof(t *testing.T) {
+	cases := []struct {
+		name  string
+		cache func(h *cluster, n *corev1.Node) error // the Node as the informer cache has it
+	}{
+		{"deleted in the cache only", func(h *cluster, n *corev1.Node) error {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "node-a")
+		}},
+		{"out-of-service in the cache only", func(h *cluster, n *corev1.Node) error {
+			nodeWith(corev1.ConditionUnknown, t0, corev1.Taint{Key: TaintOutOfService, Effect: corev1.TaintEffectNoExecute}).DeepCopyInto(n)
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := runningCluster(t, nil, nil)
+			h.setNode("node-a", corev1.ConditionTrue, t0) // as the apiserver has it
+			h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if n, ok := obj.(*corev1.Node); ok && key.Name == "node-a" {
+						return tc.cache(h, n)
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+			h.now = t0.Add(time.Hour)
+			h.reconcile()
+			if got := h.forcedDeletions(); len(got) != 0 {
+				t.Errorf("force-deleted %v on a stale cache; the node is Ready", got)
+			}
+			if d := h.driver(); d == nil || d.DeletionTimestamp != nil {
+				t.Error("the driver pod on a Ready node was deleted")
+			}
+		})
 	}
 }
 
