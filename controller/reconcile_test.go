@@ -626,6 +626,69 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 	}
 }
 
+// TestReconcileClearsExecutorsOnAProvenDownNode: the old incarnation's executors on a node that is
+// deleted, or out of service, are force-deleted at once (no kubelet will ever confirm a graceful
+// end), and the new incarnation's gate is lifted in the same pass, not a requeue later. One on a
+// node merely not Ready is deleted gracefully first, as before.
+func TestReconcileClearsExecutorsOnAProvenDownNode(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted"}, nil)
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+	h.setNode("node-oos", corev1.ConditionUnknown, t0, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	h.setNode("node-dead", corev1.ConditionUnknown, t0)
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	const oldDriver = types.UID("5d1f0c8e-old-incarnation")
+	yes := true
+	executor := func(name, node string) {
+		t.Helper()
+		e := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: h.p.Namespace,
+				Labels: map[string]string{contract.LabelSparkAppSelector: app, contract.LabelSparkRole: contract.RoleExecutor},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: oldDriver, Controller: &yes,
+				}},
+			},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
+		}
+		if err := h.c.Create(h.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("node deleted or out of service: force-deleted, gate lifted at once", func(t *testing.T) {
+		executor("pi-exec-1", "node-gone") // no such Node
+		executor("pi-exec-2", "node-oos")
+		h.deletes = nil
+		h.startIncarnation("", contract.GateStaleExecutors)
+		h.setDriverStatus(pendingStatus())
+		h.reconcile()
+		if got := h.forcedDeletions(); len(got) != 2 {
+			t.Errorf("force-deletions %v, want pi-exec-1 and pi-exec-2", got)
+		}
+		if d := h.driver(); convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+			t.Errorf("gate kept after the only stale executors were force-deleted: %+v", d.Spec.SchedulingGates)
+		}
+	})
+	t.Run("node not Ready only: deleted gracefully, gate kept", func(t *testing.T) {
+		executor("pi-exec-3", "node-dead")
+		if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+		h.deletes = nil
+		h.startIncarnation("", contract.GateStaleExecutors)
+		h.setDriverStatus(pendingStatus())
+		h.reconcile()
+		if got := h.forcedDeletions(); len(got) != 0 {
+			t.Errorf("force-deletions %v of an executor on a node not proven down", got)
+		}
+		if d := h.driver(); !convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+			t.Error("gate lifted while an executor of the previous driver is Terminating")
+		}
+	})
+}
+
 func TestReconcileIgnoresOtherPods(t *testing.T) {
 	h := newCluster(t, nil, nil)
 	// A pod that is not a placeholder (the driver pod S-0, an executor, any pod) and a pod that is

@@ -58,7 +58,7 @@ func TestExecutorsFollowTheStableName(t *testing.T) {
 // enough for Kubernetes' PodGC, which acts on it only after its 40 s quarantine and 20 s tick;
 // driverset acts on the same proof at once, so the bound fails without it.
 func TestDriverRecoversWhenItsNodeIsDeleted(t *testing.T) {
-	recoverFromNodeLoss(t, "node-deleted", 8*time.Second, func(ctx context.Context, node string) (time.Time, error) {
+	recoverFromNodeLoss(t, "node-deleted", 5*time.Second, func(ctx context.Context, node string) (time.Time, error) {
 		at := time.Now()
 		return at, bed.cluster.DeleteNode(ctx, node)
 	})
@@ -67,7 +67,7 @@ func TestDriverRecoversWhenItsNodeIsDeleted(t *testing.T) {
 // A dead node confirmed by an admin with the out-of-service taint: driverset acts on the taint at
 // once rather than on PodGC's next tick (up to 20 s), so the bound fails without it.
 func TestDriverRecoversAfterOutOfServiceTaint(t *testing.T) {
-	recoverFromNodeLoss(t, "out-of-service", 5*time.Second, func(ctx context.Context, node string) (time.Time, error) {
+	recoverFromNodeLoss(t, "out-of-service", 3*time.Second, func(ctx context.Context, node string) (time.Time, error) {
 		if err := bed.cluster.KillNode(ctx, node); err != nil {
 			return time.Time{}, err
 		}
