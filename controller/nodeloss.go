@@ -42,7 +42,8 @@ type NodeLoss struct {
 // assessNode is the node-loss policy (docs/design.md#node-loss) as a pure function. node is nil when the Node
 // object does not exist; zone is the health of node's zone; fenceAfter 0 means never fence.
 //
-// Fencing force-deletes a pod whose process may still run, so it is armed only where the node
+// A node proven down (provenDown: deleted, or out of service) needs no policy: its driver pod is
+// force-deleted at once. Fencing force-deletes a pod whose process may still run, so it is armed only where the node
 // cannot be running it as far as Kubernetes can tell: Ready Unknown (the kubelet stopped
 // reporting) and tainted unreachable by the node lifecycle controller. Ready=False means the
 // kubelet is up and reporting (PLEG unhealthy, a hung runtime): the driver usually still runs.
