@@ -20,26 +20,35 @@ import (
 // new incarnation. It returns a note for the placeholder's status while executors remain.
 func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1.Pod) (string, error) {
 	var list corev1.PodList
-	err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{
-		contract.LabelSparkAppSelector: p.Labels[contract.LabelSparkAppSelector],
-		contract.LabelSparkRole:        contract.RoleExecutor,
-	})
+	err := r.Client.List(ctx, &list, executorsOf(p)...)
 	if err != nil {
 		return "", err
 	}
-	stale := 0
+	n, forced := 0, 0
+	live := map[string]*corev1.Node{}
 	for i := range list.Items {
 		e := &list.Items[i]
-		if ref := metav1.GetControllerOf(e); ref != nil && ref.UID == driver.UID {
+		if !stale(e, driver) {
 			continue
 		}
-		stale++
-		if err := r.deleteExecutor(ctx, e); err != nil {
+		n++
+		force, err := r.deleteExecutor(ctx, e, live)
+		if err != nil {
+			return "", err
+		}
+		if force {
+			forced++
+		}
+	}
+	if n > 0 && forced == n {
+		// Each one was force-deleted: do not wait a requeue for the cache to say so, but make sure
+		// from the apiserver (a finalizer may keep one).
+		if n, err = r.staleExecutorsLive(ctx, p, driver); err != nil {
 			return "", err
 		}
 	}
-	if stale > 0 {
-		return fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), stale), nil
+	if n > 0 {
+		return fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), n), nil
 	}
 	// Under an optimistic lock: the decision is for this incarnation as read. Applied by name
 	// alone, a decision made on a stale cache would lift the gate of the next incarnation, which
@@ -56,22 +65,92 @@ func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1
 	return "", nil
 }
 
-// deleteExecutor deletes e; one that is already terminating on a node that is gone or not Ready
-// is force-deleted, since no kubelet will ever confirm its end.
-func (r *Placeholder) deleteExecutor(ctx context.Context, e *corev1.Pod) error {
+// deleteExecutor deletes e and reports whether it force-deleted it. One on a node proven down
+// (provenDown, read live: deleted, or out of service) is force-deleted at once, as the driver pod
+// there; one that is already terminating on a node that is gone or not Ready is force-deleted,
+// since no kubelet will ever confirm its end. live keeps the Nodes read live in this pass.
+func (r *Placeholder) deleteExecutor(ctx context.Context, e *corev1.Pod, live map[string]*corev1.Node) (bool, error) {
 	uid := e.UID
 	opts := []client.DeleteOption{client.Preconditions{UID: &uid}}
-	if e.DeletionTimestamp != nil {
+	force, err := r.onProvenDownNode(ctx, e, live)
+	if err != nil {
+		return false, err
+	}
+	if !force && e.DeletionTimestamp != nil {
 		if !r.nodeGoneOrNotReady(ctx, e.Spec.NodeName) {
-			return nil
+			return false, nil
 		}
+		force = true
+	}
+	if force {
 		opts = append(opts, client.GracePeriodSeconds(0))
 	}
-	err := r.Client.Delete(ctx, e, opts...)
+	err = r.Client.Delete(ctx, e, opts...)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+		return force, nil
 	}
-	return err
+	return force, err
+}
+
+// onProvenDownNode reports whether e's node is proven down: first on the cache, then, since a
+// force-delete cannot be undone, on the Node as the apiserver has it now.
+func (r *Placeholder) onProvenDownNode(ctx context.Context, e *corev1.Pod, live map[string]*corev1.Node) (bool, error) {
+	name := e.Spec.NodeName
+	if name == "" {
+		return false, nil // not scheduled: a graceful delete removes it at once
+	}
+	cached := &corev1.Node{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cached); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		cached = nil
+	}
+	if provenDown(e, cached) == "" {
+		return false, nil
+	}
+	node, read := live[name]
+	if !read {
+		node = &corev1.Node{}
+		if err := r.apiReader().Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return false, err
+			}
+			node = nil
+		}
+		live[name] = node
+	}
+	return provenDown(e, node) != "", nil
+}
+
+// executorsOf selects the executors of p's app, of every incarnation.
+func executorsOf(p *corev1.Pod) []client.ListOption {
+	return []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{
+		contract.LabelSparkAppSelector: p.Labels[contract.LabelSparkAppSelector],
+		contract.LabelSparkRole:        contract.RoleExecutor,
+	}}
+}
+
+// stale reports whether executor e was made by an earlier incarnation than driver.
+func stale(e, driver *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(e)
+	return ref == nil || ref.UID != driver.UID
+}
+
+// staleExecutorsLive counts, on the apiserver, the executors of p's app that driver does not own.
+func (r *Placeholder) staleExecutorsLive(ctx context.Context, p, driver *corev1.Pod) (int, error) {
+	var list corev1.PodList
+	err := r.apiReader().List(ctx, &list, executorsOf(p)...)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		if stale(&list.Items[i], driver) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (r *Placeholder) nodeGoneOrNotReady(ctx context.Context, name string) bool {

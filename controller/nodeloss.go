@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -41,7 +42,8 @@ type NodeLoss struct {
 // assessNode is the node-loss policy (docs/design.md#node-loss) as a pure function. node is nil when the Node
 // object does not exist; zone is the health of node's zone; fenceAfter 0 means never fence.
 //
-// Fencing force-deletes a pod whose process may still run, so it is armed only where the node
+// A node proven down (provenDown: deleted, or out of service) needs no policy: its driver pod is
+// force-deleted at once. Fencing force-deletes a pod whose process may still run, so it is armed only where the node
 // cannot be running it as far as Kubernetes can tell: Ready Unknown (the kubelet stopped
 // reporting) and tainted unreachable by the node lifecycle controller. Ready=False means the
 // kubelet is up and reporting (PLEG unhealthy, a hung runtime): the driver usually still runs.
@@ -52,22 +54,22 @@ func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter tim
 		return NodeLoss{}
 	}
 	name := driver.Spec.NodeName
-	if node == nil {
-		return NodeLoss{Lost: true, Since: now, Cause: CauseNodeDeleted,
-			Note: fmt.Sprintf("node %s was deleted; the driver starts again on another node once its old pod object is removed", name)}
+	// What Kubernetes treats as proof of a node down for good is acted on at once, with neither
+	// fence-after nor the zone check: PodGC acts on it too, only later (its 20 s tick, and 40 s
+	// of quarantine after a Node deletion).
+	switch provenDown(driver, node) {
+	case CauseNodeDeleted:
+		return NodeLoss{Lost: true, Since: now, Cause: CauseNodeDeleted, Fence: true,
+			Note: fmt.Sprintf("node %s was deleted; driverset force-deletes the old driver pod so that the driver starts again on another node", name)}
+	case CauseOutOfService:
+		return NodeLoss{Lost: true, Since: notReadySince(node, now), Cause: CauseOutOfService, Fence: true,
+			Note: fmt.Sprintf("node %s is out of service (tainted %s and not Ready); driverset force-deletes the old driver pod so that the driver starts again on another node", name, TaintOutOfService)}
 	}
 	ready := nodeReady(node)
 	if ready != nil && ready.Status == corev1.ConditionTrue {
 		return NodeLoss{}
 	}
-	since := now
-	if ready != nil && !ready.LastTransitionTime.IsZero() {
-		since = ready.LastTransitionTime.Time
-	}
-	if hasTaint(node, TaintOutOfService) {
-		return NodeLoss{Lost: true, Since: since, Cause: CauseOutOfService,
-			Note: fmt.Sprintf("node %s is out of service; the driver is being moved to another node", name)}
-	}
+	since := notReadySince(node, now)
 	l := NodeLoss{Lost: true, Since: since, Cause: CauseNodeLost}
 	adminNote := fmt.Sprintf("An admin can delete the Node (kubectl delete node %s) or apply the taint %s=nodeshutdown:NoExecute", name, TaintOutOfService)
 	if fenceAfter <= 0 {
@@ -143,6 +145,14 @@ func zoneKey(n *corev1.Node) string {
 	return n.Labels[corev1.LabelTopologyRegion] + "\x00" + n.Labels[corev1.LabelTopologyZone]
 }
 
+// notReadySince is when node stopped being Ready, or now when it does not say.
+func notReadySince(node *corev1.Node, now time.Time) time.Time {
+	if c := nodeReady(node); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.Time
+	}
+	return now
+}
+
 func nodeReady(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == corev1.NodeReady {
@@ -155,6 +165,40 @@ func nodeReady(n *corev1.Node) *corev1.NodeCondition {
 func hasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// provenDown returns the recovery cause when Kubernetes itself holds pod's node to be down for
+// good, under the conditions of its PodGC (pkg/controller/podgc): the Node object is gone
+// (node nil: NotFound), or the node is not Ready and carries the out-of-service taint. PodGC
+// force-deletes only pods already terminating there, which for a running pod means the taint
+// eviction controller evicted it: so the taint must be NoExecute and not tolerated by pod. It
+// returns "" otherwise. Callers act on it only after reading the Node live, as PodGC does with
+// a GET before it deletes the pods of a node missing from its cache.
+func provenDown(pod *corev1.Pod, node *corev1.Node) string {
+	if node == nil {
+		return CauseNodeDeleted
+	}
+	if c := nodeReady(node); c != nil && c.Status == corev1.ConditionTrue {
+		return ""
+	}
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Key == TaintOutOfService && t.Effect == corev1.TaintEffectNoExecute && !tolerates(pod, t) {
+			return CauseOutOfService
+		}
+	}
+	return ""
+}
+
+func tolerates(pod *corev1.Pod, t *corev1.Taint) bool {
+	for i := range pod.Spec.Tolerations {
+		// Comparison operators (Lt, Gt) are held not to match, as where that feature is off: such a
+		// toleration cannot be meant for this taint, whose value is free text.
+		if pod.Spec.Tolerations[i].ToleratesTaint(logr.Discard(), t, false) {
 			return true
 		}
 	}

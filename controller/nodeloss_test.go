@@ -41,9 +41,11 @@ func TestAssessNode(t *testing.T) {
 		{name: "driver not scheduled yet", driver: unscheduled, want: NodeLoss{}},
 		{name: "node Ready", driver: onNode, node: nodeWith(corev1.ConditionTrue, t0.Add(-time.Hour)), fenceAfter: time.Minute, want: NodeLoss{}},
 		{
-			name: "node object deleted", driver: onNode, node: nil,
-			want: NodeLoss{Lost: true, Since: t0, Cause: CauseNodeDeleted},
-			note: []string{"node-a", "deleted"},
+			// Proof for PodGC too (after its quarantine and a live GET, which trackLoss does
+			// before it acts): no kubelet is left to run the driver or to confirm its end.
+			name: "node object deleted: force-delete now, fence-after or not", driver: onNode, node: nil,
+			want: NodeLoss{Lost: true, Since: t0, Cause: CauseNodeDeleted, Fence: true},
+			note: []string{"node-a", "deleted", "force-delete"},
 		},
 		{
 			name: "NotReady, no fencing: kept, and the note says what an admin can do", driver: onNode,
@@ -64,10 +66,44 @@ func TestAssessNode(t *testing.T) {
 			note: []string{"node-a"},
 		},
 		{
-			name: "out-of-service taint: the controller-manager moves the pod", driver: onNode,
-			node: nodeWith(corev1.ConditionFalse, lostAt, unreachable, outOfService), fenceAfter: time.Minute,
-			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseOutOfService},
-			note: []string{"node-a", "out of service"},
+			// PodGC's condition: the taint and the node not Ready. An admin's statement that the
+			// node is down; needs no fence-after and ignores the zone.
+			name: "out-of-service taint, NotReady: force-delete now", driver: onNode,
+			node: nodeWith(corev1.ConditionFalse, lostAt, unreachable, outOfService),
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseOutOfService, Fence: true},
+			note: []string{"node-a", "out of service", "force-delete"},
+		},
+		{
+			name: "out-of-service taint, Unknown, zone disrupted: force-delete now", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, lostAt, unreachable, outOfService), fenceAfter: time.Minute,
+			zone: Zone{NotReady: 3, Total: 3},
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseOutOfService, Fence: true},
+		},
+		{
+			name: "out-of-service taint, no Ready condition: force-delete now", driver: onNode,
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{outOfService}}},
+			want: NodeLoss{Lost: true, Since: t0, Cause: CauseOutOfService, Fence: true},
+		},
+		{
+			// PodGC too requires the node not Ready: the taint on a node that still runs pods
+			// (put on too early, or left after a repair) proves nothing.
+			name: "out-of-service taint on a Ready node: nothing lost", driver: onNode,
+			node: nodeWith(corev1.ConditionTrue, lostAt, outOfService), want: NodeLoss{},
+		},
+		{
+			// Kubernetes evicts only for NoExecute (PodGC removes only pods already terminating):
+			// with NoSchedule the pod stays, and so does the driver's.
+			name: "out-of-service NoSchedule, NotReady: a lost node like any other", driver: onNode,
+			node: nodeWith(corev1.ConditionFalse, lostAt, corev1.Taint{Key: TaintOutOfService, Effect: corev1.TaintEffectNoSchedule}),
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseNodeLost},
+		},
+		{
+			// A pod that tolerates the taint is not evicted, so Kubernetes never removes it.
+			name: "out-of-service taint the driver tolerates: a lost node like any other",
+			driver: &corev1.Pod{ObjectMeta: onNode.ObjectMeta, Spec: corev1.PodSpec{NodeName: "node-a",
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}},
+			node: nodeWith(corev1.ConditionFalse, lostAt, outOfService),
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseNodeLost},
 		},
 		{
 			name: "fence-after not reached: FenceIn is the time left", driver: onNode,
@@ -153,6 +189,31 @@ func TestAssessNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// provenDown is also what clears the stale executors on the node at once.
+func TestProvenDown(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-a"}}
+	tolerant := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-a", Tolerations: []corev1.Toleration{{Key: TaintOutOfService, Operator: corev1.TolerationOpExists}}}}
+	oos := corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		node  *corev1.Node
+		cause string
+	}{
+		{"node deleted", pod, nil, CauseNodeDeleted},
+		{"tainted, Ready False", pod, nodeWith(corev1.ConditionFalse, t0, oos), CauseOutOfService},
+		{"tainted, Ready Unknown", pod, nodeWith(corev1.ConditionUnknown, t0, oos), CauseOutOfService},
+		{"tainted, Ready", pod, nodeWith(corev1.ConditionTrue, t0, oos), ""},
+		{"tainted, tolerated", tolerant, nodeWith(corev1.ConditionUnknown, t0, oos), ""},
+		{"not Ready, untainted", pod, nodeWith(corev1.ConditionUnknown, t0, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}), ""},
+	}
+	for _, tc := range cases {
+		if got := provenDown(tc.pod, tc.node); got != tc.cause {
+			t.Errorf("%s: provenDown = %q, want %q", tc.name, got, tc.cause)
+		}
 	}
 }
 

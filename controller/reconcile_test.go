@@ -408,12 +408,14 @@ func TestReconcileFencesAfterTheNodeIsLost(t *testing.T) {
 }
 
 // TestReconcileWaitsForTheAdmin: without fence-after the driver on a lost node is kept until the
-// node is confirmed down; each confirmation path is a recovery with its own cause.
+// node is confirmed down; then driverset force-deletes it at once, rather than wait for the
+// controller-manager's PodGC; each confirmation path is a recovery with its own cause.
 func TestReconcileWaitsForTheAdmin(t *testing.T) {
 	cases := []struct {
 		name    string
-		confirm func(h *cluster) // what the admin (and the controller-manager) do
+		confirm func(h *cluster) // what the admin does
 		cause   string
+		event   string // the Event that says what proved the node down
 	}{
 		{
 			name: "out-of-service taint",
@@ -422,6 +424,7 @@ func TestReconcileWaitsForTheAdmin(t *testing.T) {
 					corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 			},
 			cause: CauseOutOfService,
+			event: "OutOfService",
 		},
 		{
 			name: "node deleted",
@@ -431,6 +434,7 @@ func TestReconcileWaitsForTheAdmin(t *testing.T) {
 				}
 			},
 			cause: CauseNodeDeleted,
+			event: "NodeGone",
 		},
 	}
 	for _, tc := range cases {
@@ -458,13 +462,18 @@ func TestReconcileWaitsForTheAdmin(t *testing.T) {
 			if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != tc.cause || !rec.Since.Equal(lost) {
 				t.Errorf("loss record = %+v, want cause %s since %v", rec, tc.cause, lost)
 			}
-			if len(h.deletes) != 0 {
-				t.Errorf("driverset deleted %+v; the controller-manager does", h.deletes)
+			old := h.driver()
+			if got := h.forcedDeletions(); len(got) != 1 || h.deletes[0].uid == "" {
+				t.Fatalf("force-deletions %v, want the driver pod at once", h.deletes)
 			}
-			// The controller-manager (taint eviction or pod GC) force-deletes S-0; the StatefulSet makes it again.
-			if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
-				t.Fatal(err)
+			if old != nil {
+				t.Fatalf("driver pod %s still exists after a force-delete", old.Name)
 			}
+			h.expectEvents([]string{"Warning " + tc.event}, map[string][]string{tc.event: {"node-a"}})
+			if n := counterValue(t, reg, "driverset_drivers_fenced_total"); n != 0 {
+				t.Errorf("fenced drivers = %v; a node proven down is no fence", n)
+			}
+			// The StatefulSet makes S-0 again.
 			h.setNode("node-b", corev1.ConditionTrue, t0)
 			h.startIncarnation("node-b")
 			h.setDriverStatus(runningStatus(lost.Add(11 * time.Hour)))
@@ -617,6 +626,69 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 	}
 }
 
+// TestReconcileClearsExecutorsOnAProvenDownNode: the old incarnation's executors on a node that is
+// deleted, or out of service, are force-deleted at once (no kubelet will ever confirm a graceful
+// end), and the new incarnation's gate is lifted in the same pass, not a requeue later. One on a
+// node merely not Ready is deleted gracefully first, as before.
+func TestReconcileClearsExecutorsOnAProvenDownNode(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Converted"}, nil)
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+	h.setNode("node-oos", corev1.ConditionUnknown, t0, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	h.setNode("node-dead", corev1.ConditionUnknown, t0)
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	const oldDriver = types.UID("5d1f0c8e-old-incarnation")
+	yes := true
+	executor := func(name, node string) {
+		t.Helper()
+		e := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: h.p.Namespace,
+				Labels: map[string]string{contract.LabelSparkAppSelector: app, contract.LabelSparkRole: contract.RoleExecutor},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: oldDriver, Controller: &yes,
+				}},
+			},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
+		}
+		if err := h.c.Create(h.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("node deleted or out of service: force-deleted, gate lifted at once", func(t *testing.T) {
+		executor("pi-exec-1", "node-gone") // no such Node
+		executor("pi-exec-2", "node-oos")
+		h.deletes = nil
+		h.startIncarnation("", contract.GateStaleExecutors)
+		h.setDriverStatus(pendingStatus())
+		h.reconcile()
+		if got := h.forcedDeletions(); len(got) != 2 {
+			t.Errorf("force-deletions %v, want pi-exec-1 and pi-exec-2", got)
+		}
+		if d := h.driver(); convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+			t.Errorf("gate kept after the only stale executors were force-deleted: %+v", d.Spec.SchedulingGates)
+		}
+	})
+	t.Run("node not Ready only: deleted gracefully, gate kept", func(t *testing.T) {
+		executor("pi-exec-3", "node-dead")
+		if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+		h.deletes = nil
+		h.startIncarnation("", contract.GateStaleExecutors)
+		h.setDriverStatus(pendingStatus())
+		h.reconcile()
+		if got := h.forcedDeletions(); len(got) != 0 {
+			t.Errorf("force-deletions %v of an executor on a node not proven down", got)
+		}
+		if d := h.driver(); !convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+			t.Error("gate lifted while an executor of the previous driver is Terminating")
+		}
+	})
+}
+
 func TestReconcileIgnoresOtherPods(t *testing.T) {
 	h := newCluster(t, nil, nil)
 	// A pod that is not a placeholder (the driver pod S-0, an executor, any pod) and a pod that is
@@ -737,6 +809,47 @@ func TestReconcileFencesOnNoStaleCache(t *testing.T) {
 	}
 	if d := h.driver(); d == nil || d.DeletionTimestamp != nil {
 		t.Error("the driver pod on a Ready node was deleted")
+	}
+}
+
+// TestReconcileActsOnNoStaleProof: a Node missing from the cache, or tainted out-of-service there,
+// is read again from the apiserver before the driver pod is force-deleted: a Node recreated under
+// the same name, or an admin's taint already lifted, proves nothing (PodGC, too, GETs a Node
+// missing from its cache before it deletes its pods).
+func TestReconcileActsOnNoStaleProof(t *testing.T) {
+	cases := []struct {
+		name  string
+		cache func(h *cluster, n *corev1.Node) error // the Node as the informer cache has it
+	}{
+		{"deleted in the cache only", func(h *cluster, n *corev1.Node) error {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "node-a")
+		}},
+		{"out-of-service in the cache only", func(h *cluster, n *corev1.Node) error {
+			nodeWith(corev1.ConditionUnknown, t0, corev1.Taint{Key: TaintOutOfService, Effect: corev1.TaintEffectNoExecute}).DeepCopyInto(n)
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := runningCluster(t, nil, nil)
+			h.setNode("node-a", corev1.ConditionTrue, t0) // as the apiserver has it
+			h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if n, ok := obj.(*corev1.Node); ok && key.Name == "node-a" {
+						return tc.cache(h, n)
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+			h.now = t0.Add(time.Hour)
+			h.reconcile()
+			if got := h.forcedDeletions(); len(got) != 0 {
+				t.Errorf("force-deleted %v on a stale cache; the node is Ready", got)
+			}
+			if d := h.driver(); d == nil || d.DeletionTimestamp != nil {
+				t.Error("the driver pod on a Ready node was deleted")
+			}
+		})
 	}
 }
 

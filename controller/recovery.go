@@ -84,10 +84,7 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 				return "", 0, err
 			}
 			if err == nil {
-				r.Metrics.fenced()
-				r.event(p, driver, corev1.EventTypeWarning, "Fenced",
-					"force-deleted driver pod %s: node %s has not been Ready since %s (fence-after %s)",
-					podRef(driver), driver.Spec.NodeName, loss.Since.UTC().Format(time.RFC3339), fenceAfter)
+				r.forceDeleted(p, driver, loss, fenceAfter)
 			}
 		}
 		return loss.Note, loss.FenceIn, nil
@@ -113,6 +110,25 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 		return "", 0, r.recordLoss(ctx, p, nil)
 	}
 	return "", 0, nil
+}
+
+// forceDeleted records why the driver pod was force-deleted: what proved its node down.
+func (r *Placeholder) forceDeleted(p, driver *corev1.Pod, loss NodeLoss, fenceAfter time.Duration) {
+	node := driver.Spec.NodeName
+	switch loss.Cause {
+	case CauseNodeDeleted:
+		r.event(p, driver, corev1.EventTypeWarning, "NodeGone",
+			"force-deleted driver pod %s: its node %s no longer exists (read from the apiserver)", podRef(driver), node)
+	case CauseOutOfService:
+		r.event(p, driver, corev1.EventTypeWarning, "OutOfService",
+			"force-deleted driver pod %s: its node %s is tainted %s:NoExecute and not Ready (read from the apiserver)",
+			podRef(driver), node, TaintOutOfService)
+	default:
+		r.Metrics.fenced()
+		r.event(p, driver, corev1.EventTypeWarning, "Fenced",
+			"force-deleted driver pod %s: node %s has not been Ready since %s (fence-after %s)",
+			podRef(driver), node, loss.Since.UTC().Format(time.RFC3339), fenceAfter)
+	}
 }
 
 // zoneOf counts the nodes of node's zone (informer cache) when fencing may follow.
