@@ -177,6 +177,9 @@ func untaint(t *testing.T, node string) {
 	t.Helper()
 	ctx := context.Background()
 	n, err := kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return // deleted: its kubelet registers it again, untainted, when it is revived
+	}
 	if err != nil {
 		t.Errorf("node %s: %v", node, err)
 		return
