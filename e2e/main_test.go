@@ -83,6 +83,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := harness.InstallLocalAccess(ctx, cluster.Config, filepath.Join(cluster.BinDir, "kubectl")); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: install:", err)
+		return 1
+	}
 	if bed.driverset, err = startDriverset(ctx, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

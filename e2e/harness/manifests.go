@@ -108,6 +108,24 @@ func InstallLocal(ctx context.Context, cfg *rest.Config, kubectl string, port in
 	return WaitWebhookActive(ctx, cfg)
 }
 
+// InstallLocalAccess applies what driverset needs before it starts, as install.yaml does before its
+// pods run: every object of the local overlay but the webhook configuration (which names the
+// running process's port and CA; InstallLocal applies it). Without its RBAC, driverset's informer
+// caches cannot fill, and it is never ready.
+func InstallLocalAccess(ctx context.Context, cfg *rest.Config, kubectl string) error {
+	objs, err := Render(ctx, kubectl, "overlays/local")
+	if err != nil {
+		return err
+	}
+	var access []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() != "MutatingWebhookConfiguration" {
+			access = append(access, u)
+		}
+	}
+	return Apply(ctx, cfg, access)
+}
+
 // WaitWebhookActive waits until a dry-run create of an opted-in driver pod comes back converted:
 // only then does the apiserver call driverset for real pods.
 func WaitWebhookActive(ctx context.Context, cfg *rest.Config) error {
