@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -96,20 +97,12 @@ func TestFinishedAppIsNotRerunWhenItsStatefulSetIsDeleted(t *testing.T) {
 // StatefulSet stops its driver; driverset scales it back to 1, the driver runs again and the app
 // completes (the placeholder does not stay Running forever).
 func TestScaledDownAppIsScaledBack(t *testing.T) {
-	ctx := context.Background()
 	ns := namespace(t, nil)
 	s := submit(t, app(ns, "scaled"))
 	names := contract.NamesFor(s.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
 
-	sc, err := kube().AppsV1().StatefulSets(ns).GetScale(ctx, names.StatefulSet, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Spec.Replicas = 0
-	if _, err := kube().AppsV1().StatefulSets(ns).UpdateScale(ctx, names.StatefulSet, sc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	scale(t, ns, names.StatefulSet, 0)
 	// The StatefulSet controller may or may not have stopped the driver before driverset acts.
 	waitFor(t, 30*time.Second, "the StatefulSet back at 1 replica", func(ctx context.Context) (bool, error) {
 		return *getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas == 1, nil
@@ -140,14 +133,7 @@ func TestScaledUpAppNeverRunsASecondDriver(t *testing.T) {
 	names := contract.NamesFor(s.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
 
-	sc, err := kube().AppsV1().StatefulSets(ns).GetScale(ctx, names.StatefulSet, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Spec.Replicas = 2
-	if _, err := kube().AppsV1().StatefulSets(ns).UpdateScale(ctx, names.StatefulSet, sc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	scale(t, ns, names.StatefulSet, 2)
 	waitFor(t, 30*time.Second, "the StatefulSet back at 1 replica", func(ctx context.Context) (bool, error) {
 		return *getStatefulSet(t, ns, names.StatefulSet).Spec.Replicas == 1, nil
 	})
@@ -162,5 +148,23 @@ func TestScaledUpAppNeverRunsASecondDriver(t *testing.T) {
 	exitDriver(t, d0, 0)
 	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+	}
+}
+
+// scale sets the StatefulSet's replicas as `kubectl scale` does, retrying when driverset wrote the
+// StatefulSet in between.
+func scale(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := kube().AppsV1().StatefulSets(ns).GetScale(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sc.Spec.Replicas = replicas
+		_, err = kube().AppsV1().StatefulSets(ns).UpdateScale(context.Background(), name, sc, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
