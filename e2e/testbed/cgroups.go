@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -84,6 +85,28 @@ func removeCgroupRoot(name string) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeStaleCgroups removes the node cgroups that earlier test beds left when their process was
+// killed before it could clean up: roots named namePrefix<pid>-… for a PID that no longer runs.
+func removeStaleCgroups() error {
+	entries, err := os.ReadDir(filepath.Join(cgroupMount, "memory"))
+	if err != nil {
+		return nil //nolint:nilerr // no such hierarchy: nothing of ours can be there
+	}
+	var errs []error
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), namePrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if n, err := strconv.Atoi(pid); err != nil || processAlive(n) {
+			continue
+		}
+		errs = append(errs, removeCgroupRoot("/"+e.Name()))
 	}
 	return errors.Join(errs...)
 }

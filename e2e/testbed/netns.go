@@ -70,7 +70,7 @@ func ip(args ...string) error {
 
 // create makes the switch and the host's port on it.
 func (h hostNet) create() error {
-	if err := removeStaleNetworks(); err != nil {
+	if err := errors.Join(removeStaleNetworks(), removeStaleCgroups()); err != nil {
 		return err
 	}
 	sw := h.switchNS()
@@ -159,7 +159,7 @@ func removeNetworksOf(prefix string) error {
 	return errors.Join(errs...)
 }
 
-// removeStaleNetworks removes what earlier test beds left when their process was killed before
+// removeStaleNetworks removes the networks earlier test beds left when their process was killed before
 // it could clean up: namespaces named after a PID that no longer runs.
 func removeStaleNetworks() error {
 	entries, err := os.ReadDir(netnsDir)
