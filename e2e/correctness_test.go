@@ -42,7 +42,7 @@ func TestFailedDriverOnADyingNodeIsRestarted(t *testing.T) {
 		t.Errorf("restart count %q, want 1", p.Annotations[contract.AnnotationRestarts])
 	}
 	exitDriver(t, d1, 0)
-	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
 }
@@ -56,7 +56,7 @@ func TestFinishedAppIsNotRerunWhenItsStatefulSetIsDeleted(t *testing.T) {
 	names := contract.NamesFor(s.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
 	exitDriver(t, d0, 0)
-	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Fatalf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
 	waitFor(t, 30*time.Second, "the finished app's driver pod gone", func(ctx context.Context) (bool, error) {
@@ -111,7 +111,7 @@ func TestScaledDownAppIsScaledBack(t *testing.T) {
 	d1 := runningDriver(t, ns, names, "")
 	t.Logf("the driver runs in %s (first incarnation %s)", short(d1.UID), short(d0.UID))
 	exitDriver(t, d1, 0)
-	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
 }
@@ -146,7 +146,7 @@ func TestScaledUpAppNeverRunsASecondDriver(t *testing.T) {
 		t.Errorf("the driver was replaced (%s → %s) by the scale-up", short(d0.UID), short(d.UID))
 	}
 	exitDriver(t, d0, 0)
-	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
 }

@@ -60,7 +60,7 @@ func TestDriverTerminatedForNodeShutdownIsRecoveredNotCounted(t *testing.T) {
 	}
 
 	exitDriver(t, d1, 0)
-	res := s.wait(t, 60*time.Second)
+	res := s.Wait(t, 60*time.Second)
 	if res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
 		t.Errorf("spark-submit saw phases %v, final %s, exit code %d; want Succeeded, 0", res.Phases, res.FinalPhase, res.ExitCode)
 	}

@@ -116,10 +116,9 @@ func TestLeaderFailover(t *testing.T) {
 
 	var tookOver time.Duration
 	waitFor(t, 60*time.Second, "the survivor leading", func(ctx context.Context) (bool, error) {
-		select {
-		case <-s.done:
-			return false, fmt.Errorf("spark-submit returned before any replica led: %+v, %v", s.result, s.err)
-		default:
+		if !s.Running() {
+			res, err := s.Result()
+			return false, fmt.Errorf("spark-submit returned before any replica led: %+v, %v", res, err)
 		}
 		if !isLeader(survivor) {
 			return false, nil
@@ -144,7 +143,7 @@ func TestLeaderFailover(t *testing.T) {
 		t.Errorf("no connection went to the survivor after the crash: %v before, %v after", servedBefore, servedAfter)
 	}
 
-	res := s.wait(t, 60*time.Second)
+	res := s.Wait(t, 60*time.Second)
 	if res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
 		t.Errorf("spark-submit saw phases %v, final %s, exit code %d; want Succeeded, 0", res.Phases, res.FinalPhase, res.ExitCode)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
 )
 
@@ -71,12 +72,11 @@ func app(ns, name string) sparksim.App {
 	}
 }
 
-// submission is a simulated spark-submit running in the background.
+// submission is a simulated spark-submit running in the background (harness.Submission); plan is
+// what it sends.
 type submission struct {
-	plan   *sparksim.Plan
-	done   chan struct{}
-	result *sparksim.Result
-	err    error
+	*harness.Submission
+	plan *sparksim.Plan
 }
 
 // submit runs spark-submit for a in the background and waits until its driver pod exists.
@@ -93,47 +93,7 @@ func submitEdited(t *testing.T, a sparksim.App, edit func(*corev1.Pod)) *submiss
 	if err != nil {
 		t.Fatal(err)
 	}
-	if edit != nil {
-		edit(plan.DriverPod)
-	}
-	s := &submission{plan: plan, done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		defer close(s.done)
-		s.result, s.err = sparksim.SubmitPlan(ctx, kube(), plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: testWriter{t}})
-	}()
-	waitFor(t, 30*time.Second, "spark-submit's driver pod "+plan.DriverPodName, func(ctx context.Context) (bool, error) {
-		select {
-		case <-s.done:
-			return false, fmt.Errorf("spark-submit returned early: %+v, %v", s.result, s.err)
-		default:
-		}
-		_, err := kube().CoreV1().Pods(a.Namespace).Get(ctx, plan.DriverPodName, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	return s
-}
-
-// wait waits for spark-submit to return.
-func (s *submission) wait(t *testing.T, timeout time.Duration) *sparksim.Result {
-	t.Helper()
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		t.Fatalf("spark-submit did not return within %s", timeout)
-	}
-	if s.err != nil {
-		t.Fatalf("spark-submit: %v", s.err)
-	}
-	return s.result
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log("spark-submit: " + strings.TrimRight(string(b), "\n"))
-	return len(b), nil
+	return &submission{Submission: harness.Submit(t, kube(), plan, edit), plan: plan}
 }
 
 func getPod(t *testing.T, ns, name string) *corev1.Pod {

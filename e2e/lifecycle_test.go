@@ -81,7 +81,7 @@ func TestOptedInDriverRunsAsStatefulSetAndCompletes(t *testing.T) {
 	})
 
 	exitDriver(t, d0, 0)
-	res := s.wait(t, 60*time.Second)
+	res := s.Wait(t, 60*time.Second)
 	if res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 || !slices.Contains(res.Phases, corev1.PodRunning) {
 		t.Errorf("spark-submit saw phases %v, final %s, exit code %d; want Running then Succeeded, 0", res.Phases, res.FinalPhase, res.ExitCode)
 	}
@@ -121,7 +121,7 @@ func TestFailingDriverIsRestartedThenFails(t *testing.T) {
 	}
 	exitDriver(t, d1, 1)
 
-	res := s.wait(t, 60*time.Second)
+	res := s.Wait(t, 60*time.Second)
 	if res.FinalPhase != corev1.PodFailed {
 		t.Fatalf("spark-submit's final phase %s, want Failed", res.FinalPhase)
 	}
@@ -242,7 +242,7 @@ func TestEverySparkVersionRestartsAndCompletes(t *testing.T) {
 				}
 			}
 			exitDriver(t, d1, 0)
-			if res := r.sub.wait(t, time.Minute); res.FinalPhase != corev1.PodSucceeded {
+			if res := r.sub.Wait(t, time.Minute); res.FinalPhase != corev1.PodSucceeded {
 				t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 			}
 		})

@@ -60,7 +60,7 @@ func TestAppFitsAQuotaSizedForIt(t *testing.T) {
 
 	a := startApp(t, app(ns, "quota-fit"), 1)
 	exitDriver(t, a.pod, 0)
-	res := a.sub.wait(t, 60*time.Second)
+	res := a.sub.Wait(t, 60*time.Second)
 	stop()
 	sampler.Wait()
 	if res.FinalPhase != corev1.PodSucceeded {
@@ -123,7 +123,7 @@ func TestRefusedCreatesAreShownOnThePlaceholder(t *testing.T) {
 	setQuota(t, ns, "pods", corev1.ResourcePods, "2")
 	d0 := runningDriverWithin(t, 90*time.Second, ns, names, "")
 	exitDriver(t, d0, 0)
-	if res := s.wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
 }

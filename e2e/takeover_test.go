@@ -32,7 +32,7 @@ func TestDeletingThePlaceholderCollectsEverything(t *testing.T) {
 	if err := kube().CoreV1().Pods(ns).Delete(ctx, s.plan.DriverPodName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if res := s.wait(t, 30*time.Second); !res.Deleted {
+	if res := s.Wait(t, 30*time.Second); !res.Deleted {
 		t.Errorf("spark-submit's watch did not end on DELETED: %+v", res)
 	}
 	gone := apierrors.IsNotFound

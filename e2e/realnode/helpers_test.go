@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
 	"github.com/driverset/driverset/e2e/testbed"
 )
@@ -131,14 +132,13 @@ func simApp(ns, name string, executors int) sparksim.App {
 	}
 }
 
-// submission is a spark-submit (simulated, from the host) running in the background.
+// submission is a spark-submit (simulated, from the host) running in the background, with the
+// app it submitted and the names driverset gives its objects.
 type submission struct {
-	app    sparksim.App
-	plan   *sparksim.Plan
-	names  contract.Names
-	done   chan struct{}
-	result *sparksim.Result
-	err    error
+	*harness.Submission
+	app   sparksim.App
+	plan  *sparksim.Plan
+	names contract.Names
 }
 
 // submit creates the app's control ConfigMap, then runs spark-submit for it in the background
@@ -146,35 +146,15 @@ type submission struct {
 // (what a pod template would do).
 func submit(t *testing.T, a sparksim.App, edit func(*corev1.Pod)) *submission {
 	t.Helper()
-	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: a.Conf[confControl], Namespace: a.Namespace}}
-	if _, err := kube().CoreV1().ConfigMaps(a.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	if _, err := kube().CoreV1().ConfigMaps(a.Namespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	plan, err := a.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if edit != nil {
-		edit(plan.DriverPod)
-	}
-	s := &submission{app: a, plan: plan, names: contract.NamesFor(plan.DriverPodName), done: make(chan struct{})}
-	sctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go func() {
-		defer close(s.done)
-		s.result, s.err = sparksim.SubmitPlan(sctx, kube(), plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: testWriter{t}})
-	}()
-	waitFor(t, 30*time.Second, "spark-submit's driver pod "+plan.DriverPodName, func(ctx context.Context) (bool, error) {
-		select {
-		case <-s.done:
-			return false, fmt.Errorf("spark-submit returned early: %+v, %v", s.result, s.err)
-		default:
-		}
-		_, err := kube().CoreV1().Pods(a.Namespace).Get(ctx, plan.DriverPodName, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	return s
+	return &submission{Submission: harness.Submit(t, kube(), plan, edit), app: a, plan: plan, names: contract.NamesFor(plan.DriverPodName)}
 }
 
 // end tells the running driver to exit with code (through the control ConfigMap); "" clears it.
@@ -196,37 +176,6 @@ func (s *submission) end(t *testing.T, code string) {
 	if _, err := kube().CoreV1().ConfigMaps(s.app.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// wait waits for spark-submit to return.
-func (s *submission) wait(t *testing.T, timeout time.Duration) *sparksim.Result {
-	t.Helper()
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		t.Fatalf("spark-submit did not return within %s", timeout)
-	}
-	if s.err != nil {
-		t.Fatalf("spark-submit: %v", s.err)
-	}
-	return s.result
-}
-
-// running reports whether spark-submit is still waiting.
-func (s *submission) running() bool {
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log("spark-submit: " + strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }
 
 // runningDriver waits until S-0 runs on a node, is not the incarnation notUID, and returns it.

@@ -108,7 +108,7 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 	}
 
 	s.end(t, "0")
-	res := s.wait(t, 2*time.Minute)
+	res := s.Wait(t, 2*time.Minute)
 	if res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
 		t.Errorf("spark-submit saw %s (phases %v), exit code %d; want Succeeded, 0", res.FinalPhase, res.Phases, res.ExitCode)
 	}

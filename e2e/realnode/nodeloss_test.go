@@ -4,6 +4,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -75,11 +76,11 @@ func TestNodeKilledHardThenOutOfService(t *testing.T) {
 		t.Errorf("the new driver runs another app: %q, want app id %s", started[0], appID)
 	}
 	waitLog(t, ns, second.Name, "registered from", executors, 2*time.Minute)
-	if !s.running() {
+	if !s.Running() {
 		t.Fatal("spark-submit stopped watching during the recovery")
 	}
 	s.end(t, "0")
-	res := s.wait(t, 2*time.Minute)
+	res := s.Wait(t, 2*time.Minute)
 	if res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
 	}
@@ -136,7 +137,7 @@ func TestNodeCutOffKeepsOneDriverUntilTheAdminActs(t *testing.T) {
 		return len(driverProcesses(t, node)) == 0, nil
 	})
 	s.end(t, "0")
-	if res := s.wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
+	if res := s.Wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
 	}
 }
@@ -179,7 +180,7 @@ func noSecondDriver(t *testing.T, s *submission, first *corev1.Pod, d time.Durat
 func reviveIfDead(t *testing.T, node string) {
 	t.Helper()
 	untaint(t, node)
-	if err := bed.cluster.ReviveNode(context.Background(), node); err != nil && !strings.Contains(err.Error(), "alive") {
+	if err := bed.cluster.ReviveNode(context.Background(), node); err != nil && !errors.Is(err, testbed.ErrNodeAlive) {
 		t.Errorf("reviving %s: %v", node, err)
 	}
 }
@@ -256,7 +257,7 @@ func TestDeadNodeRecoveries(t *testing.T) {
 			}
 			waitLog(t, ns, second.Name, "registered from", 1, 2*time.Minute)
 			s.end(t, "0")
-			if res := s.wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
+			if res := s.Wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
 				t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
 			}
 		})

@@ -2,16 +2,24 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+)
+
+// Errors of the node operations, for errors.Is.
+var (
+	// ErrNodeDead: KillNode of a node that is already dead.
+	ErrNodeDead = errors.New("the node is already dead")
+	// ErrNodeAlive: ReviveNode of a node that runs; KillNode it first.
+	ErrNodeAlive = errors.New("the node is alive; KillNode it first")
 )
 
 // Node metadata that kwok and the scheduler look at.
@@ -140,7 +148,7 @@ func (c *Cluster) KillNode(ctx context.Context, name string) error {
 		return err
 	}
 	if p == nil {
-		return fmt.Errorf("testbed: node %s is already dead", name)
+		return fmt.Errorf("testbed: node %s: %w", name, ErrNodeDead)
 	}
 	p.kill()
 	return nil
@@ -160,7 +168,7 @@ func (c *Cluster) ReviveNode(ctx context.Context, name string) error {
 	alive := n.proc != nil
 	c.mu.Unlock()
 	if alive {
-		return fmt.Errorf("testbed: node %s is alive; KillNode it first", name)
+		return fmt.Errorf("testbed: node %s: %w", name, ErrNodeAlive)
 	}
 	// The dead kwok's Lease names it; a new kwok takes the Lease over once it expires.
 	oldHolder := ""
@@ -178,7 +186,7 @@ func (c *Cluster) ReviveNode(ctx context.Context, name string) error {
 func (c *Cluster) DeleteNode(ctx context.Context, name string) error {
 	if n, ok := c.realNode(name); ok {
 		// The machine goes away with its Node object: kill it if it still runs.
-		if err := c.killRealNode(n); err != nil && !strings.Contains(err.Error(), "already dead") {
+		if err := c.killRealNode(n); err != nil && !errors.Is(err, ErrNodeDead) {
 			return err
 		}
 		return client404(c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))

@@ -285,7 +285,7 @@ func (c *Cluster) killRealNode(n *realNode) error {
 	n.proc = nil
 	c.mu.Unlock()
 	if p == nil {
-		return fmt.Errorf("testbed: node %s is already dead", n.name)
+		return fmt.Errorf("testbed: node %s: %w", n.name, ErrNodeDead)
 	}
 	p.kill()
 	return nil
@@ -298,7 +298,7 @@ func (c *Cluster) reviveRealNode(ctx context.Context, n *realNode) error {
 	alive := n.proc != nil
 	c.mu.Unlock()
 	if alive {
-		return fmt.Errorf("testbed: node %s is alive; KillNode it first", n.name)
+		return fmt.Errorf("testbed: node %s: %w", n.name, ErrNodeAlive)
 	}
 	since := time.Now()
 	if err := c.startRealNode(n); err != nil {

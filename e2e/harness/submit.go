@@ -1,0 +1,93 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/driverset/driverset/e2e/sparksim"
+)
+
+// Submission is a spark-submit (e2e/sparksim, with waitAppCompletion) running in the background,
+// as a user's would: the scenarios of e2e/ and e2e/realnode share it.
+type Submission struct {
+	Plan   *sparksim.Plan
+	done   chan struct{}
+	result *sparksim.Result
+	err    error
+}
+
+// Submit runs spark-submit for plan in the background until it returns or the test ends, and
+// waits until the driver pod it posts exists. edit, when not nil, changes the driver pod before
+// it is sent, as a pod template (spark.kubernetes.driver.podTemplateFile) would.
+func Submit(t *testing.T, c kubernetes.Interface, plan *sparksim.Plan, edit func(*corev1.Pod)) *Submission {
+	t.Helper()
+	if edit != nil {
+		edit(plan.DriverPod)
+	}
+	s := &Submission{Plan: plan, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		defer close(s.done)
+		s.result, s.err = sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: submitLog{t}})
+	}()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if !s.Running() {
+			return false, fmt.Errorf("spark-submit returned early: %+v, %v", s.result, s.err)
+		}
+		_, err := c.CoreV1().Pods(plan.DriverPod.Namespace).Get(ctx, plan.DriverPodName, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for spark-submit's driver pod %s: %v", plan.DriverPodName, err)
+	}
+	return s
+}
+
+// Running reports whether spark-submit is still waiting for the app.
+func (s *Submission) Running() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Result is what spark-submit returned; nil while it runs.
+func (s *Submission) Result() (*sparksim.Result, error) {
+	if s.Running() {
+		return nil, nil
+	}
+	return s.result, s.err
+}
+
+// Wait waits for spark-submit to return, failing the test after timeout or when it died.
+func (s *Submission) Wait(t *testing.T, timeout time.Duration) *sparksim.Result {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(timeout):
+		t.Fatalf("spark-submit did not return within %s", timeout)
+	}
+	if s.err != nil {
+		t.Fatalf("spark-submit: %v", s.err)
+	}
+	return s.result
+}
+
+// submitLog sends spark-submit's lines to the test log.
+type submitLog struct{ t *testing.T }
+
+func (w submitLog) Write(b []byte) (int, error) {
+	w.t.Log("spark-submit: " + strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
