@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
 	"github.com/driverset/driverset/e2e/testbed"
@@ -268,9 +269,9 @@ func argvStartsWith(argv, args []string) bool {
 // The processes a scenario looks for. The simulated Spark image's entrypoint is one binary that
 // re-runs itself for the orphan it leaves behind.
 var ( //nolint:gochecknoglobals // constant argv prefixes
-	argvWrap   = []string{"/driverset", "wrap"}
-	argvDriver = []string{"/opt/entrypoint.sh", "driver"}
-	argvOrphan = []string{"/opt/entrypoint.sh", "orphan"}
+	argvWrap   = []string{convert.BinaryPath, "wrap"}
+	argvDriver = []string{contract.DefaultEntrypoint, contract.RoleDriver}
+	argvOrphan = []string{contract.DefaultEntrypoint, "orphan"}
 )
 
 // restricted makes the driver pod meet Pod Security "restricted", as a pod template would.
