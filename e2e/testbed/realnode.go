@@ -77,6 +77,11 @@ func checkRealNodePrereqs(binDir string) error {
 
 // startNetwork makes the real nodes' network and runs CoreDNS on it.
 func (c *Cluster) startNetwork() error {
+	lock, err := lockRealNet(c.opts.Log)
+	if err != nil {
+		return err
+	}
+	c.netLock = lock
 	c.net = newHostNet()
 	if err := c.net.create(); err != nil {
 		return err
@@ -501,6 +506,10 @@ func (c *Cluster) stopRealNodes() error {
 	}
 	if c.net.prefix != "" {
 		errs = append(errs, c.net.remove())
+	}
+	if c.netLock != nil {
+		errs = append(errs, c.netLock.Close()) // releases the machine-wide lock
+		c.netLock = nil
 	}
 	return errors.Join(errs...)
 }

@@ -130,6 +130,7 @@ type Cluster struct {
 	nodes     map[string]*kwokNode
 	nextIndex int // the next node's index: its /24 and node IP
 	net       hostNet
+	netLock   *os.File // held while net exists (lockRealNet)
 	real      map[string]*realNode
 	nextReal  int // the next real node's index
 	keep      bool
