@@ -10,10 +10,10 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real node-packages bench testbed-bin testbed-up testbed-down demo lint build
+.PHONY: test test-unit e2e e2e-real spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo lint build
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
-test: testbed-bin node-packages
+test: testbed-bin node-packages spark-artifacts
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...
 
 ## test-unit: the fast tests alone (no binaries, seconds)
@@ -24,9 +24,13 @@ test-unit:
 e2e: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/
 
-## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; needs root), verbose
-e2e-real: testbed-bin node-packages
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m ./e2e/realnode/
+## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; real Spark; needs root), verbose; RUN=TestName runs only those
+e2e-real: testbed-bin node-packages spark-artifacts
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m $(if $(RUN),-run '$(RUN)') ./e2e/realnode/
+
+## spark-artifacts: fetch (or find) real Spark for the real nodes: Debian's JRE, Spark's jars from Maven Central
+spark-artifacts:
+	@hack/spark-artifacts.sh >/dev/null
 
 ## node-packages: install the Debian packages real nodes need (runc, iptables, conntrack), when missing
 node-packages:

@@ -28,9 +28,13 @@ type File struct {
 	GID  int
 }
 
-// Image is a one-layer linux image: its files and its runtime config.
+// Image is a linux image: its files and its runtime config.
 type Image struct {
-	Name       string // the reference containerd records, e.g. "driverset.test/driverset:e2e"
+	Name string // the reference containerd records, e.g. "driverset.test/driverset:e2e"
+	// BaseLayers are uncompressed tar files laid down first, in order (a root file system made
+	// elsewhere, say); they are streamed from disk, never held in memory.
+	BaseLayers []string
+	// Files is the top layer.
 	Files      []File
 	Entrypoint []string
 	Cmd        []string
@@ -101,19 +105,57 @@ type ociConfig struct {
 	RootFS       rootFS    `json:"rootfs"`
 }
 
-// blob is content addressed by its sha256.
+// blob is content addressed by its sha256: data in memory, or the file at path.
 type blob struct {
 	mediaType string
 	data      []byte
+	path      string
+	sum       string // hex sha256; computed once for a file
+	size      int64
 }
 
-func (b blob) hex() string {
-	sum := sha256.Sum256(b.data)
-	return hex.EncodeToString(sum[:])
+func memBlob(mediaType string, data []byte) blob {
+	sum := sha256.Sum256(data)
+	return blob{mediaType: mediaType, data: data, sum: hex.EncodeToString(sum[:]), size: int64(len(data))}
 }
+
+// fileBlob digests the file at path by reading it once.
+func fileBlob(mediaType, path string) (blob, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return blob{}, fmt.Errorf("images: layer: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return blob{}, fmt.Errorf("images: layer %s: %w", path, err)
+	}
+	return blob{mediaType: mediaType, path: path, sum: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+}
+
+func (b blob) hex() string { return b.sum }
 
 func (b blob) descriptor() descriptor {
-	return descriptor{MediaType: b.mediaType, Digest: "sha256:" + b.hex(), Size: int64(len(b.data))}
+	return descriptor{MediaType: b.mediaType, Digest: "sha256:" + b.sum, Size: b.size}
+}
+
+// writeTo writes the blob's bytes to w, checking that a file has not changed size.
+func (b blob) writeTo(w io.Writer) error {
+	if b.path == "" {
+		_, err := w.Write(b.data)
+		return err
+	}
+	f, err := os.Open(b.path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	n, err := io.Copy(w, io.LimitReader(f, b.size+1))
+	if err == nil && n != b.size {
+		err = fmt.Errorf("images: layer %s changed while it was written", b.path)
+	}
+	return err
 }
 
 // WriteOCIArchive writes img to w as an OCI image layout in a tar archive, the form
@@ -128,25 +170,39 @@ func WriteOCIArchive(w io.Writer, img Image) (digest string, err error) {
 	if err != nil {
 		return "", err
 	}
-	layerBlob := blob{mediaType: mediaTypeLayer, data: layerData}
-	// Uncompressed, so the layer's digest is its diff_id.
+	var layers []blob
+	for _, p := range img.BaseLayers {
+		b, err := fileBlob(mediaTypeLayer, p)
+		if err != nil {
+			return "", err
+		}
+		layers = append(layers, b)
+	}
+	layers = append(layers, memBlob(mediaTypeLayer, layerData))
+	// Uncompressed, so a layer's digest is its diff_id.
+	var diffIDs []string
+	var layerDescs []descriptor
+	for _, l := range layers {
+		diffIDs = append(diffIDs, l.descriptor().Digest)
+		layerDescs = append(layerDescs, l.descriptor())
+	}
 	cfg, err := json.Marshal(ociConfig{
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		Config: runConfig{User: img.User, Env: img.Env, Entrypoint: img.Entrypoint, Cmd: img.Cmd,
 			WorkingDir: img.WorkingDir},
-		RootFS: rootFS{Type: "layers", DiffIDs: []string{layerBlob.descriptor().Digest}},
+		RootFS: rootFS{Type: "layers", DiffIDs: diffIDs},
 	})
 	if err != nil {
 		return "", err
 	}
-	cfgBlob := blob{mediaType: mediaTypeConfig, data: cfg}
+	cfgBlob := memBlob(mediaTypeConfig, cfg)
 	man, err := json.Marshal(ociManifest{SchemaVersion: 2, MediaType: mediaTypeManifest,
-		Config: cfgBlob.descriptor(), Layers: []descriptor{layerBlob.descriptor()}})
+		Config: cfgBlob.descriptor(), Layers: layerDescs})
 	if err != nil {
 		return "", err
 	}
-	manBlob := blob{mediaType: mediaTypeManifest, data: man}
+	manBlob := memBlob(mediaTypeManifest, man)
 	manDesc := manBlob.descriptor()
 	manDesc.Annotations = map[string]string{AnnotationContainerdName: img.Name, AnnotationRefName: img.Name}
 	manDesc.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
@@ -154,37 +210,44 @@ func WriteOCIArchive(w io.Writer, img Image) (digest string, err error) {
 	if err != nil {
 		return "", err
 	}
+	blobs := append(layers, cfgBlob, manBlob)
+	// Last, so that a reader streaming the archive has every blob the index names.
+	blobs = append(blobs, blob{data: idx, size: int64(len(idx))})
 
 	tw := tar.NewWriter(w)
-	entries := []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"blobs/", nil},
-		{"blobs/sha256/", nil},
-	}
-	for _, b := range []blob{layerBlob, cfgBlob, manBlob} {
-		entries = append(entries, struct {
-			name string
-			data []byte
-		}{"blobs/sha256/" + b.hex(), b.data})
-	}
-	// Last, so that a reader streaming the archive has every blob the index names.
-	entries = append(entries, struct {
-		name string
-		data []byte
-	}{"index.json", idx})
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.data)),
-			ModTime: time.Unix(modTimeUnix, 0)}
-		if strings.HasSuffix(e.name, "/") {
+	header := func(name string, size int64) *tar.Header {
+		h := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: size, ModTime: time.Unix(modTimeUnix, 0)}
+		if strings.HasSuffix(name, "/") {
 			h.Typeflag, h.Mode = tar.TypeDir, 0o755
 		}
-		if err := tw.WriteHeader(h); err != nil {
+		return h
+	}
+	layout := []byte(`{"imageLayoutVersion":"1.0.0"}`)
+	if err := tw.WriteHeader(header("oci-layout", int64(len(layout)))); err != nil {
+		return "", err
+	}
+	if _, err := tw.Write(layout); err != nil {
+		return "", err
+	}
+	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
+		if err := tw.WriteHeader(header(dir, 0)); err != nil {
 			return "", err
 		}
-		if _, err := tw.Write(e.data); err != nil {
+	}
+	written := map[string]bool{}
+	for i, b := range blobs {
+		name := "blobs/sha256/" + b.hex()
+		if i == len(blobs)-1 {
+			name = "index.json"
+		}
+		if written[name] { // two identical layers are one blob
+			continue
+		}
+		written[name] = true
+		if err := tw.WriteHeader(header(name, b.size)); err != nil {
+			return "", err
+		}
+		if err := b.writeTo(tw); err != nil {
 			return "", err
 		}
 	}

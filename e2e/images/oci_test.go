@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -72,7 +74,8 @@ type ociArchive struct {
 	index    tIndex
 	manifest tManifest
 	config   tConfig
-	layer    []layerEntry
+	layers   [][]byte     // every layer's bytes, bottom first
+	layer    []layerEntry // the top layer (Image.Files), entry by entry
 }
 
 type layerEntry struct {
@@ -142,14 +145,23 @@ func readArchive(t *testing.T, b []byte) ociArchive {
 	}
 	unmarshal("manifest", blob(a.index.Manifests[0]), &a.manifest)
 	unmarshal("config", blob(a.manifest.Config), &a.config)
-	if len(a.manifest.Layers) != 1 {
-		t.Fatalf("manifest has %d layers, want 1", len(a.manifest.Layers))
+	if len(a.manifest.Layers) == 0 {
+		t.Fatal("manifest has no layers")
 	}
-	layer := blob(a.manifest.Layers[0])
-	sum := sha256.Sum256(layer)
-	if want := []string{"sha256:" + hex.EncodeToString(sum[:])}; !reflect.DeepEqual(a.config.RootFS.DiffIDs, want) {
-		t.Errorf("diff_ids = %v, want %v (the uncompressed layer's digest)", a.config.RootFS.DiffIDs, want)
+	var diffIDs []string
+	for _, d := range a.manifest.Layers {
+		if d.MediaType != tMediaLayer {
+			t.Errorf("layer %s has media type %q", d.Digest, d.MediaType)
+		}
+		l := blob(d)
+		sum := sha256.Sum256(l)
+		diffIDs = append(diffIDs, "sha256:"+hex.EncodeToString(sum[:]))
+		a.layers = append(a.layers, l)
 	}
+	if !reflect.DeepEqual(a.config.RootFS.DiffIDs, diffIDs) {
+		t.Errorf("diff_ids = %v, want %v (the uncompressed layers' digests, in order)", a.config.RootFS.DiffIDs, diffIDs)
+	}
+	layer := a.layers[len(a.layers)-1] // the Files layer
 	lr := tar.NewReader(bytes.NewReader(layer))
 	for {
 		h, err := lr.Next()
@@ -313,5 +325,45 @@ func TestArchiveRefusesBadInput(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+func TestBaseLayersComeFirstAndStreamFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	var bases []string
+	for i, content := range []string{"root file system", "jars"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		if err := tw.WriteHeader(&tar.Header{Name: "f", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content))}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tw.Write([]byte(content))
+		_ = tw.Close()
+		p := filepath.Join(dir, fmt.Sprintf("base%d.tar", i))
+		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bases = append(bases, p)
+	}
+	img := sampleImage()
+	img.BaseLayers = bases
+	b, _ := writeArchive(t, img)
+	a := readArchive(t, b)
+	if len(a.layers) != 3 {
+		t.Fatalf("%d layers, want the 2 base layers and the Files layer", len(a.layers))
+	}
+	for i, p := range bases {
+		want, _ := os.ReadFile(p)
+		if !bytes.Equal(a.layers[i], want) {
+			t.Errorf("layer %d is not %s byte for byte", i, p)
+		}
+	}
+	if len(a.layer) == 0 || a.layer[len(a.layer)-1].Name != "tmp/" && !strings.Contains(fmt.Sprint(a.layer), "passwd") {
+		t.Errorf("the top layer is not the image's Files: %+v", a.layer)
+	}
+
+	img.BaseLayers = []string{filepath.Join(dir, "missing.tar")}
+	if _, err := WriteOCIArchive(io.Discard, img); err == nil {
+		t.Error("a missing base layer was accepted")
 	}
 }

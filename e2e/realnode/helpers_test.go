@@ -39,7 +39,7 @@ const (
 // driver does (the usual `edit` binding), and checks the at-most-one invariant when it ends.
 func namespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
 	if len(name) > 40 {
 		name = name[:40]
 	}

@@ -56,7 +56,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start := time.Now()
-	if bed.images, err = buildImages(ctx, filepath.Join(dir, "images")); err != nil {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "realnode: "+format+"\n", args...) }
+	if bed.images, err = buildImages(ctx, filepath.Join(dir, "images"), logf); err != nil {
 		fmt.Fprintln(os.Stderr, "realnode: images:", err)
 		return 1
 	}

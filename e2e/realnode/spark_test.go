@@ -1,0 +1,463 @@
+//go:build testbed
+
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/spark"
+)
+
+// The job's size: slices of sparkSliceMillis each over sparkExecutors single-core executors, long
+// enough to lose the driver's node in the middle, short enough for 2 cores.
+const (
+	sparkExecutors   = 2
+	sparkSlices      = 24
+	sparkSliceMillis = 1000
+	// sparkRunBound is how long one app may take from spark-submit to its end on a loaded
+	// machine: three JVMs start, register and run the job.
+	sparkRunBound = 6 * time.Minute
+)
+
+// Lines the job and Spark print, read to follow an app.
+var ( //nolint:gochecknoglobals // constant patterns
+	reResult     = regexp.MustCompile(`driverset-pi: pi is roughly [0-9.]+ \(\d+ slices\)`)
+	reAttempt    = regexp.MustCompile(`driverset-pi: app (\S+) attempt started`)
+	rePhase      = regexp.MustCompile(`phase: (\w+)`)
+	reExitCode   = regexp.MustCompile(`exit code: (-?\d+)`)
+	reRegistered = regexp.MustCompile(`Registered executor .* with ID (\d+)`)
+)
+
+// TestRealSpark runs the real spark-submit, driver and executors of each Spark version, three
+// times: without driverset, with driverset, and with driverset while the driver's node is killed
+// in the middle of the job. The first two must be indistinguishable to the user (spark-submit's
+// exit code and final phase, the job's result); the third must end the same way, its driver
+// started again on another node with the same app id and its executors found at the stable name.
+func TestRealSpark(t *testing.T) {
+	if len(bed.images.spark) == 0 {
+		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
+	}
+	for _, d := range bed.images.spark {
+		t.Run(d.Version, func(t *testing.T) {
+			plain := runSpark(t, d, false, nil)
+			plain.expectSucceeded(t)
+			t.Logf("without driverset: spark-submit exit %d, phases %v, driver exit codes %v, %q", plain.code, plain.phases(), plain.exitCodes(), plain.result(t))
+			if len(plain.exitCodes()) == 0 {
+				t.Errorf("spark-submit reported no exit code of the driver container:\n%s", plain.out.String())
+			}
+
+			with := runSpark(t, d, true, nil)
+			with.expectSucceeded(t)
+			with.expectSameAs(t, plain)
+			with.expectStableName(t)
+
+			killed := runSpark(t, d, true, killDriverNodeMidJob)
+			killed.expectSucceeded(t)
+			killed.expectSameAs(t, plain)
+			killed.expectStableName(t)
+			if n := len(killed.attempts()); n != 2 {
+				t.Errorf("want the driver started twice (before and after the node died), saw %d: %v", n, killed.attempts())
+			}
+		})
+	}
+}
+
+// sparkRun is one app: the real spark-submit run from the host in the background, with what
+// was seen of its pods while they lived (Spark and driverset delete them when the app ends).
+type sparkRun struct {
+	app   spark.App
+	names contract.Names // driverset's names for its driver pod
+	done  chan struct{}
+	code  int
+	err   error
+	out   syncBuffer
+
+	mu        sync.Mutex
+	drivers   map[string]*seenDriver // by pod UID: every pod that ran the driver
+	executors map[string]string      // executor pod name → SPARK_DRIVER_URL
+}
+
+type seenDriver struct {
+	pod, node string
+	created   time.Time
+	log       string
+}
+
+// runSpark submits the job of d in a namespace of its own, opted in when resilient; during,
+// when set, runs while the app does (from the moment the driver runs); it returns once
+// spark-submit has returned.
+func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T, *sparkRun)) *sparkRun {
+	t.Helper()
+	ns := namespace(t, nil)
+	name := "pi"
+	conf := map[string]string{
+		"spark.kubernetes.driver.pod.name":                        name + "-driver",
+		"spark.kubernetes.authenticate.driver.serviceAccountName": "default",
+		"spark.executor.instances":                                fmt.Sprint(sparkExecutors),
+		"spark.driver.memory":                                     "512m",
+		"spark.executor.memory":                                   "512m",
+		"spark.kubernetes.driver.request.cores":                   "100m",
+		"spark.kubernetes.executor.request.cores":                 "100m",
+		"spark.driver.extraJavaOptions":                           "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+		"spark.executor.extraJavaOptions":                         "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+		"spark.ui.enabled":                                        "false",
+	}
+	if resilient {
+		conf["spark.kubernetes.driver.label."+contract.LabelResilient] = "true"
+	}
+	r := &sparkRun{
+		app: spark.App{Dist: d, Master: bed.cluster.Config.Host, Namespace: ns, Name: name, Conf: conf,
+			Args: []string{fmt.Sprint(sparkSlices), fmt.Sprint(sparkSliceMillis)}},
+		names:     contract.NamesFor(name + "-driver"),
+		done:      make(chan struct{}),
+		drivers:   map[string]*seenDriver{},
+		executors: map[string]string{},
+	}
+	kubeconfig := userKubeconfig(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), sparkRunBound)
+	defer cancel()
+	start := time.Now()
+	go func() {
+		defer close(r.done)
+		r.code, r.err = spark.SparkSubmit(ctx, d, kubeconfig, &r.out, r.app.SubmitArgs()...)
+	}()
+	watched := make(chan struct{})
+	go func() { defer close(watched); r.watch(ctx) }()
+	if during != nil {
+		during(t, r)
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+	}
+	cancel()
+	<-watched
+	if r.err != nil {
+		t.Fatalf("spark-submit: %v\n%s", r.err, r.out.String())
+	}
+	if ctx.Err() != nil && r.Running() {
+		t.Fatalf("spark-submit did not return within %s\n%s", sparkRunBound, r.out.String())
+	}
+	t.Logf("spark-submit (Spark %s, driverset %v) returned %d after %s", d.Version, resilient, r.code, time.Since(start).Round(time.Second))
+	if t.Failed() {
+		t.Logf("spark-submit's output:\n%s", r.out.String())
+		r.logDrivers(t)
+	}
+	return r
+}
+
+// userKubeconfig is a kubeconfig for a Spark user of namespace ns: the token of its default
+// ServiceAccount (the edit role, see namespace), as a tenant without cluster rights would have.
+func userKubeconfig(t *testing.T, ns string) string {
+	t.Helper()
+	expiry := int64(3600)
+	tok, err := kube().CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "default",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["testbed"] = &clientcmdapi.Cluster{Server: bed.cluster.Config.Host, CertificateAuthorityData: bed.cluster.CACertPEM()}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["user"] = &clientcmdapi.Context{Cluster: "testbed", AuthInfo: "user", Namespace: ns}
+	cfg.CurrentContext = "user"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Running reports whether spark-submit still waits for the app.
+func (r *sparkRun) Running() bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// watch keeps, every second until spark-submit returns, the log of every pod that runs the
+// driver and the driver address every executor pod was given.
+func (r *sparkRun) watch(ctx context.Context) {
+	for {
+		r.look(context.Background())
+		select {
+		case <-r.done:
+			r.look(context.Background())
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *sparkRun) look(ctx context.Context) {
+	pods, err := kube().CoreV1().Pods(r.app.Namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelSparkRole})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		switch {
+		case p.Labels[contract.LabelSparkRole] == contract.RoleExecutor:
+			for _, e := range p.Spec.Containers[0].Env {
+				if e.Name == "SPARK_DRIVER_URL" {
+					r.mu.Lock()
+					r.executors[p.Name] = e.Value
+					r.mu.Unlock()
+				}
+			}
+		case p.Spec.NodeName != "" && len(p.Status.ContainerStatuses) > 0:
+			l, err := logs(ctx, p.Namespace, p.Name)
+			r.mu.Lock()
+			seen := r.drivers[string(p.UID)]
+			if seen == nil {
+				seen = &seenDriver{pod: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time}
+				r.drivers[string(p.UID)] = seen
+			}
+			if err == nil && len(l) >= len(seen.log) {
+				seen.log = l
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// driverLogs are the logs of the pods that ran the driver, oldest first.
+func (r *sparkRun) driverLogs() []*seenDriver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*seenDriver
+	for _, d := range r.drivers {
+		c := *d
+		out = append(out, &c)
+	}
+	for i := range out { // a few items: insertion sort by creation
+		for j := i; j > 0 && out[j].created.Before(out[j-1].created); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func (r *sparkRun) logDrivers(t *testing.T) {
+	for _, d := range r.driverLogs() {
+		t.Logf("driver log of %s on %s:\n%s", d.pod, d.node, d.log)
+	}
+}
+
+// phases are the driver pod phases spark-submit reported, in order, repeats dropped.
+func (r *sparkRun) phases() []string {
+	var out []string
+	for _, m := range rePhase.FindAllStringSubmatch(r.out.String(), -1) {
+		if len(out) == 0 || out[len(out)-1] != m[1] {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// exitCodes are the driver container exit codes spark-submit reported.
+func (r *sparkRun) exitCodes() []string {
+	var out []string
+	for _, m := range reExitCode.FindAllStringSubmatch(r.out.String(), -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// result is the job's result line, from the driver that finished.
+func (r *sparkRun) result(t *testing.T) string {
+	t.Helper()
+	var found []string
+	for _, d := range r.driverLogs() {
+		found = append(found, reResult.FindAllString(d.log, -1)...)
+	}
+	if len(found) != 1 {
+		t.Errorf("want the job's result printed once, found %q", found)
+		return ""
+	}
+	return found[0]
+}
+
+// attempts are the app ids each driver JVM started with, in order.
+func (r *sparkRun) attempts() []string {
+	var out []string
+	for _, d := range r.driverLogs() {
+		for _, m := range reAttempt.FindAllStringSubmatch(d.log, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+func (r *sparkRun) expectSucceeded(t *testing.T) {
+	t.Helper()
+	if r.code != 0 {
+		t.Errorf("spark-submit exited %d, want 0", r.code)
+	}
+	if p := r.phases(); len(p) == 0 || p[len(p)-1] != string(corev1.PodSucceeded) {
+		t.Errorf("spark-submit's last phase: %v, want Succeeded", p)
+	}
+	if a := r.attempts(); len(a) == 0 {
+		t.Errorf("no driver JVM started the job")
+	} else {
+		for _, id := range a {
+			if id != a[0] {
+				t.Errorf("driver attempts ran as different apps: %v", a)
+			}
+		}
+	}
+	r.result(t)
+}
+
+// expectSameAs: what the user sees is the same as in the run without driverset.
+func (r *sparkRun) expectSameAs(t *testing.T, plain *sparkRun) {
+	t.Helper()
+	if r.code != plain.code {
+		t.Errorf("spark-submit exited %d; without driverset %d", r.code, plain.code)
+	}
+	if got, want := last(r.phases()), last(plain.phases()); got != want {
+		t.Errorf("spark-submit's final phase %q; without driverset %q", got, want)
+	}
+	if got, want := last(r.exitCodes()), last(plain.exitCodes()); got != want {
+		t.Errorf("spark-submit's final exit code %q; without driverset %q", got, want)
+	}
+	if got, want := r.result(t), plain.result(t); got != want {
+		t.Errorf("the job printed %q; without driverset %q", got, want)
+	}
+}
+
+// expectStableName: every executor was pointed at the driver's stable name, and executors
+// registered with every driver that ran the job.
+func (r *sparkRun) expectStableName(t *testing.T) {
+	t.Helper()
+	host := r.names.DriverHost(r.app.Namespace)
+	r.mu.Lock()
+	urls := make(map[string]string, len(r.executors))
+	for k, v := range r.executors {
+		urls[k] = v
+	}
+	r.mu.Unlock()
+	if len(urls) < sparkExecutors {
+		t.Errorf("saw %d executor pods, want at least %d", len(urls), sparkExecutors)
+	}
+	for pod, url := range urls {
+		if !strings.Contains(url, "@"+host+":") {
+			t.Errorf("executor %s was given driver URL %q, want the stable name %s", pod, url, host)
+		}
+	}
+	for _, d := range r.driverLogs() {
+		if !reAttempt.MatchString(d.log) {
+			continue // never started the job (killed while starting)
+		}
+		if n := len(reRegistered.FindAllString(d.log, -1)); n < 1 {
+			t.Errorf("no executor registered with the driver in %s on %s", d.pod, d.node)
+		}
+	}
+}
+
+// killDriverNodeMidJob kills the driver's node once executors have registered and the job
+// runs, then declares it out of service, as an admin would.
+func killDriverNodeMidJob(t *testing.T, r *sparkRun) {
+	t.Helper()
+	first := waitDriverLog(t, r, reRegistered, sparkExecutors)
+	node := first.node
+	if err := bed.cluster.KillNode(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	t.Cleanup(func() { reviveIfDead(t, node) })
+	t.Logf("killed %s, the driver's node, with the job running", node)
+	waitNodeUnknown(t, node)
+	if err := bed.cluster.TaintOutOfService(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	tainted := time.Now()
+	second := waitNewDriver(t, r, first)
+	t.Logf("the driver runs again on %s, %s after the taint, %s after the kill", second.node,
+		time.Since(tainted).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	if second.node == node {
+		t.Errorf("the new driver runs on the dead node %s", node)
+	}
+	if !r.Running() {
+		t.Errorf("spark-submit returned while the driver was being recovered:\n%s", r.out.String())
+	}
+}
+
+// waitDriverLog waits until the running driver's log matches re n times, and returns it.
+func waitDriverLog(t *testing.T, r *sparkRun, re *regexp.Regexp, n int) *seenDriver {
+	t.Helper()
+	var found *seenDriver
+	waitFor(t, 4*time.Minute, fmt.Sprintf("%d matches of %q in the driver's log", n, re), func(context.Context) (bool, error) {
+		if !r.Running() {
+			return false, fmt.Errorf("spark-submit returned: %d\n%s", r.code, r.out.String())
+		}
+		for _, d := range r.driverLogs() {
+			if len(re.FindAllString(d.log, -1)) >= n {
+				found = d
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+// waitNewDriver waits until a pod other than first runs the driver and has started the job.
+func waitNewDriver(t *testing.T, r *sparkRun, first *seenDriver) *seenDriver {
+	t.Helper()
+	var found *seenDriver
+	waitFor(t, 4*time.Minute, "a new driver that started the job", func(context.Context) (bool, error) {
+		for _, d := range r.driverLogs() {
+			if d.created.After(first.created) && reAttempt.MatchString(d.log) {
+				found = d
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+func last(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[len(s)-1]
+}
+
+// syncBuffer is a bytes.Buffer that spark-submit writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,50 @@
+package spark
+
+import (
+	_ "embed"
+	"os"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/images"
+)
+
+//go:embed entrypoint.sh
+var entrypoint []byte
+
+// Where the image keeps Spark and the job, as Spark's images do.
+const (
+	sparkHome = "/opt/spark"
+	// JobJarPath is the job's jar in the image; submit it as "local://" + JobJarPath.
+	JobJarPath = sparkHome + "/examples/jars/driverset-pi.jar"
+	// JobClass is the job's main class.
+	JobClass = "DriversetPi"
+)
+
+// ImageName is the name Spark version's image gets on the nodes.
+func ImageName(version string) string { return "driverset.test/spark:" + version }
+
+// Image is Spark d as a Spark image: the JRE, Spark at /opt/spark, the entrypoint at the path
+// driverset expects of Spark images (contract.DefaultEntrypoint), and the job's jar; user spark
+// (185), working in /opt/spark/work-dir.
+func (d Dist) Image(job []byte) images.Image {
+	return images.Image{
+		Name:       ImageName(d.Version),
+		BaseLayers: []string{d.JRE, d.Layer},
+		Files: []images.File{
+			{Path: contract.DefaultEntrypoint, Mode: 0o755, Data: entrypoint},
+			{Path: JobJarPath, Mode: 0o644, Data: job},
+			// The layers below make /opt/spark; restating it keeps its mode.
+			{Path: sparkHome, Mode: os.ModeDir | 0o755},
+			{Path: sparkHome + "/examples", Mode: os.ModeDir | 0o755},
+		},
+		Entrypoint: []string{contract.DefaultEntrypoint},
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64",
+			"SPARK_HOME=" + sparkHome,
+			"SPARK_SCALA_VERSION=" + d.Scala,
+		},
+		User:       "185",
+		WorkingDir: sparkHome + "/work-dir",
+	}
+}

@@ -1,0 +1,46 @@
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.api.java.JavaSparkContext;
+
+/**
+ * The real-Spark scenarios' job, like Spark's SparkPi but with a result that is the same on
+ * every run: each slice throws its darts from a random generator seeded with the slice's number,
+ * so a run with driverset and one without must print the same estimate.
+ *
+ * <p>Arguments: slices, milliseconds each slice also sleeps (so that the job lasts long enough
+ * to lose a node in the middle of it).
+ */
+public final class DriversetPi {
+  private static final int DARTS = 200_000;
+
+  private DriversetPi() {}
+
+  public static void main(String[] args) throws Exception {
+    int slices = Integer.parseInt(args[0]);
+    long sleepMillis = Long.parseLong(args[1]);
+    JavaSparkContext sc = new JavaSparkContext(new SparkConf().setAppName("driverset-pi"));
+    System.out.println("driverset-pi: app " + sc.sc().applicationId() + " attempt started");
+    List<Integer> ids = new ArrayList<>();
+    for (int i = 0; i < slices; i++) {
+      ids.add(i);
+    }
+    long inside = sc.parallelize(ids, slices).map(i -> {
+      Thread.sleep(sleepMillis);
+      SplittableRandom r = new SplittableRandom(i);
+      long hits = 0;
+      for (int d = 0; d < DARTS; d++) {
+        double x = r.nextDouble() * 2 - 1;
+        double y = r.nextDouble() * 2 - 1;
+        if (x * x + y * y <= 1) {
+          hits++;
+        }
+      }
+      return hits;
+    }).reduce(Long::sum);
+    System.out.printf("driverset-pi: pi is roughly %.6f (%d slices)%n", 4.0 * inside / ((long) slices * DARTS), slices);
+    sc.stop();
+  }
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Fetches and builds what the real-Spark scenarios run, into a cache folder outside the repo,
+# keyed by version, and prints on stdout what it made, one per line:
+#   jre <path of jre.tar>
+#   spark <version> <Scala version> <path of spark-<version>>
+# Below that folder:
+#
+#   jre.tar              an image root file system: Debian with OpenJDK 17's JRE, tini and a
+#                        spark user (uid 185, as in Spark's images) — built with mmdebstrap
+#   spark-<v>-r<recipe>/jars/       Spark <v>'s jars and their dependencies, from Maven Central
+#   spark-<v>-r<recipe>/RELEASE     marks the folder as a Spark distribution for Spark's launcher
+#   spark-<v>-r<recipe>/layer.tar   an image layer: the jars and RELEASE at /opt/spark
+#
+# The same folders serve spark-submit on the host (SPARK_HOME=spark-<v>-r<recipe>) and the image
+# the nodes run. A part that is complete (its .done stamp exists) is reused as is. Cold: about
+# a minute for the JRE and half a minute per Spark version; needs root (mmdebstrap), Maven and
+# Debian's mirror.
+#
+# Environment: DRIVERSET_SPARK_CACHE (default ~/.cache/driverset-spark).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=spark-versions.env
+source "$here/spark-versions.env"
+
+cache=${DRIVERSET_SPARK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/driverset-spark}
+out="$cache/$(uname -m)"
+mkdir -p "$out"
+
+log() { printf '[spark-artifacts %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# One builder at a time: a second caller waits for the first instead of building twice.
+exec 9>"$out/.lock"
+if ! flock -n 9; then
+  log "another build holds $out/.lock; waiting for it"
+  flock 9
+fi
+
+# The JRE root file system.
+jre="$out/$JRE_KEY"
+if [[ ! -f "$jre/.done" ]]; then
+  command -v mmdebstrap >/dev/null || {
+    log "installing mmdebstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+  }
+  rm -rf "$jre" && mkdir -p "$jre"
+  log "building the JRE root file system ($DEBIAN_SUITE: $JRE_PACKAGES)"
+  # Documentation and translations are dropped; man pages stay (update-alternatives links them).
+  # The spark user and its work dir are what Spark's own images have.
+  # shellcheck disable=SC2086
+  mmdebstrap --quiet --variant=essential --include="${JRE_PACKAGES// /,}" \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --customize-hook='echo "spark:x:185:185:spark:/opt/spark:/bin/false" >>"$1/etc/passwd"' \
+    --customize-hook='echo "spark:x:185:" >>"$1/etc/group"' \
+    --customize-hook='mkdir -p "$1/opt/spark/work-dir" && chown 185:185 "$1/opt/spark/work-dir"' \
+    --customize-hook='rm -rf "$1/var/cache/apt" "$1/var/lib/apt/lists"' \
+    "$DEBIAN_SUITE" "$jre/jre.tmp.tar" http://deb.debian.org/debian >&2
+  mv "$jre/jre.tmp.tar" "$jre/jre.tar"
+  touch "$jre/.done"
+fi
+
+for v in $SPARK_VERSIONS; do
+  dir="$out/spark-$v-r$SPARK_RECIPE"
+  [[ -f "$dir/.done" ]] && continue
+  scala_var="SPARK_SCALA_${v//./_}"
+  scala=${!scala_var:?"no Scala version for Spark $v in spark-versions.env"}
+  rm -rf "$dir" && mkdir -p "$dir/stage/opt/spark/conf"
+  log "fetching Spark $v (Scala $scala) from Maven Central"
+  cat >"$dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.driverset.e2e</groupId><artifactId>spark-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencyManagement>
+    <dependencies>
+      <dependency>
+        <groupId>org.apache.spark</groupId><artifactId>spark-parent_$scala</artifactId><version>$v</version>
+        <type>pom</type><scope>import</scope>
+      </dependency>
+    </dependencies>
+  </dependencyManagement>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.spark</groupId><artifactId>spark-kubernetes_$scala</artifactId><version>$v</version>
+    </dependency>
+  </dependencies>
+</project>
+POM
+  mvn -q -B -Dstyle.color=never -f "$dir/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$dir/stage/opt/spark/jars" >&2
+  printf 'Spark %s (Scala %s), jars from Maven Central, assembled by driverset'"'"'s hack/spark-artifacts.sh\n' "$v" "$scala" \
+    >"$dir/stage/opt/spark/RELEASE"
+  # The image layer: /opt/spark, owned by root, readable by all.
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/stage" -cf "$dir/layer.tar" opt
+  mv "$dir/stage/opt/spark/jars" "$dir/stage/opt/spark/RELEASE" "$dir/"
+  rm -rf "$dir/stage" "$dir/pom.xml"
+  touch "$dir/.done"
+done
+
+echo "jre $jre/jre.tar"
+for v in $SPARK_VERSIONS; do
+  scala_var="SPARK_SCALA_${v//./_}"
+  echo "spark $v ${!scala_var} $out/spark-$v-r$SPARK_RECIPE"
+done
