@@ -461,3 +461,99 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestRealSparkKillAndStatus: `spark-submit --status` and `--kill`, by name and in their glob
+// form, against a running app, with and without driverset. By name they act on the pod the user
+// knows (the placeholder, whose status driverset keeps): the same answer, and the same end for
+// the spark-submit that waits for the app. The glob form matches every spark-role=driver pod
+// whose name starts with the prefix, so with driverset it also lists the pod that really runs
+// the driver, `<name>-0` (README, Known limits); killing by glob ends the app all the same.
+func TestRealSparkKillAndStatus(t *testing.T) {
+	if len(bed.images.spark) == 0 {
+		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
+	}
+	d := bed.images.spark[0]
+	type seen struct {
+		status, glob string
+		run          *sparkRun
+	}
+	try := func(resilient, byGlob bool) seen {
+		var s seen
+		s.run = runSpark(t, d, resilient, func(t *testing.T, r *sparkRun) {
+			waitDriverLog(t, r, reAttempt, 1)
+			ns, pod := r.app.Namespace, r.app.Conf["spark.kubernetes.driver.pod.name"]
+			s.status = r.operation(t, "--status", ns+":"+pod)
+			s.glob = r.operation(t, "--status", ns+":"+strings.TrimSuffix(pod, "driver")+"*")
+			target := ns + ":" + pod
+			if byGlob {
+				target = ns + ":" + strings.TrimSuffix(pod, "driver") + "*"
+			}
+			r.operation(t, "--kill", target)
+		})
+		waitFor(t, 2*time.Minute, "no pod of the app left", func(ctx context.Context) (bool, error) {
+			pods, err := kube().CoreV1().Pods(s.run.app.Namespace).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, err
+		})
+		return s
+	}
+	plain := try(false, false)
+	with := try(true, false)
+	withGlob := try(true, true)
+
+	for _, c := range []struct {
+		name string
+		s    seen
+	}{{"without driverset", plain}, {"with driverset", with}, {"with driverset, killed by glob", withGlob}} {
+		t.Logf("%s: --status by name: %d application(s), phases %v; by glob: %d; the waiting spark-submit: exit %d, phases %v",
+			c.name, statuses(c.s.status), rePhase.FindAllString(c.s.status, -1), statuses(c.s.glob), c.s.run.code, c.s.run.phases())
+		if statuses(c.s.status) != 1 || !strings.Contains(c.s.status, "phase: Running") {
+			t.Errorf("%s: --status by name answered %q, want one driver, Running", c.name, c.s.status)
+		}
+		if c.s.run.code != plain.run.code {
+			t.Errorf("%s: the waiting spark-submit exited %d; without driverset %d", c.name, c.s.run.code, plain.run.code)
+		}
+		if reResult.MatchString(strings.Join(c.s.run.logsText(), "\n")) {
+			t.Errorf("%s: the killed job still printed its result", c.name)
+		}
+	}
+	if n := statuses(plain.glob); n != 1 {
+		t.Errorf("without driverset the glob --status listed %d applications, want 1", n)
+	}
+	if n := statuses(with.glob); n != 2 {
+		t.Errorf("with driverset the glob --status listed %d pods, want 2 (the placeholder and <name>-0), as the README says", n)
+	}
+	for _, ns := range []string{with.run.app.Namespace, withGlob.run.app.Namespace} {
+		sts, err := kube().AppsV1().StatefulSets(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(sts.Items) != 0 {
+			t.Errorf("after --kill, %s still has StatefulSets %v (%v)", ns, sts, err)
+		}
+	}
+}
+
+// operation runs spark-submit --kill or --status for r's cluster and returns its output.
+func (r *sparkRun) operation(t *testing.T, op, submissionID string) string {
+	t.Helper()
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code, err := spark.SparkSubmit(ctx, r.app.Dist, userKubeconfig(t, r.app.Namespace), &out,
+		"--master", "k8s://"+r.app.Master, op, submissionID)
+	if err != nil || code != 0 {
+		t.Fatalf("spark-submit %s %s: exit %d, %v\n%s", op, submissionID, code, err, out.String())
+	}
+	t.Logf("spark-submit %s %s:\n%s", op, submissionID, out.String())
+	return out.String()
+}
+
+// statuses is how many applications a --status answer lists (Spark's K8sSubmitOps prints
+// one "Application status (driver):" block per driver pod).
+func statuses(out string) int { return strings.Count(out, "Application status (driver):") }
+
+// logsText are the driver logs seen, oldest first.
+func (r *sparkRun) logsText() []string {
+	var out []string
+	for _, d := range r.driverLogs() {
+		out = append(out, d.log)
+	}
+	return out
+}
