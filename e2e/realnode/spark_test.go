@@ -116,6 +116,11 @@ func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T
 		"spark.driver.extraJavaOptions":                           "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 		"spark.executor.extraJavaOptions":                         "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 		"spark.ui.enabled":                                        "false",
+		// fabric8's 10 s default is too short for a JVM on a loaded 2-core test bed.
+		"spark.kubernetes.submission.requestTimeout":    "60000",
+		"spark.kubernetes.submission.connectionTimeout": "60000",
+		"spark.kubernetes.driver.requestTimeout":        "60000",
+		"spark.kubernetes.driver.connectionTimeout":     "60000",
 	}
 	if resilient {
 		conf["spark.kubernetes.driver.label."+contract.LabelResilient] = "true"
