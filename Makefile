@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo lint build
+.PHONY: test test-unit e2e e2e-real spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts
@@ -56,6 +56,10 @@ testbed-down:
 ## demo: driverset's main job end to end on a local test bed, told plainly
 demo: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) run ./e2e/cmd/demo
+
+## demo-real: the same with real nodes and real Spark 3.5.6: spark-submit without and with driverset, then the driver's node killed mid-job (root; ~10 min)
+demo-real: testbed-bin node-packages spark-artifacts
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark$$' ./e2e/realnode/
 
 # The version stamped into the binary (`driverset version`, the driverset_build_info metric).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
