@@ -78,6 +78,9 @@ type Plan struct {
 	DriverPod  *corev1.Pod
 	ConfigMap  *corev1.ConfigMap
 	Service    *corev1.Service
+	// Claims are the driver's PersistentVolumeClaims spark-submit creates (claimName OnDemand, or
+	// any claim given a storage class and a size), owned by the pod like the Service.
+	Claims []*corev1.PersistentVolumeClaim
 }
 
 // conf returns the SparkConf spark-submit starts from: Conf, then the typed fields, then the

@@ -328,9 +328,13 @@ func (d *Driver) Executors(ctx context.Context) ([]corev1.Pod, error) {
 	return l.Items, nil
 }
 
-// Stop is the driver's clean stop (KubernetesClusterSchedulerBackend.stop): delete every Service
-// labelled with the app id, then the executors, then (3.x+) the executor ConfigMaps. Like Spark it
-// carries on after a failure; the errors are joined.
+// Stop is the driver's clean stop (KubernetesClusterSchedulerBackend.stop), in its order: delete
+// every Service labelled with the app id; (3.2+, while spark.kubernetes.driver.ownPersistentVolumeClaim
+// holds, true by default since 3.4) every PersistentVolumeClaim labelled with the app id — the
+// driver's own OnDemand claim included, since spark-submit labels it so; then the executors, then
+// (3.x+) the executor ConfigMaps. Like Spark it carries on after a failure; the errors are joined.
+// A JVM that ends through SparkContext.stop (a normal end, or an uncaught exception in the main
+// class, which the shutdown hook turns into a stop) runs it; a killed JVM does not.
 func (d *Driver) Stop(ctx context.Context) error {
 	var errs []error
 	byApp := metav1.ListOptions{LabelSelector: labels.Set{contract.LabelSparkAppSelector: d.appID}.String()}
@@ -340,6 +344,17 @@ func (d *Driver) Stop(ctx context.Context) error {
 		for _, s := range l.Items {
 			if err := d.c.CoreV1().Services(d.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
+			}
+		}
+	}
+	if d.ownsClaims() {
+		if l, err := d.c.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, byApp); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, c := range l.Items {
+				if err := d.c.CoreV1().PersistentVolumeClaims(d.ns).Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
@@ -365,4 +380,14 @@ func (d *Driver) Stop(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownsClaims is spark.kubernetes.driver.ownPersistentVolumeClaim (Config.KUBERNETES_DRIVER_OWN_PVC,
+// 3.2+; its default became true in 3.4, and since SPARK-39965 the clean stop deletes claims only
+// when it holds). 2.4 has neither the setting nor the delete.
+func (d *Driver) ownsClaims() bool {
+	if !d.t.ownClaims {
+		return false
+	}
+	return d.conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] != "false"
 }

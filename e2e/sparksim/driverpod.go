@@ -260,22 +260,26 @@ func (b driverBuilder) build(now time.Time) error {
 		annotations = nil
 	}
 	ns := conf["spark.kubernetes.namespace"]
+	spec := corev1.PodSpec{
+		RestartPolicy:      corev1.RestartPolicyNever,
+		ServiceAccountName: conf["spark.kubernetes.authenticate.driver.serviceAccountName"],
+		NodeSelector:       nodeSelector,
+		ImagePullSecrets:   pullSecrets(conf),
+		Volumes: []corev1.Volume{
+			{Name: localDirVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: confVolume, VolumeSource: corev1.VolumeSource{ConfigMap: cmSource}},
+		},
+	}
+	if p.Claims, err = b.mountPVCs(&spec, &container); err != nil {
+		return err
+	}
+	spec.Containers = []corev1.Container{container}
 	p.DriverPod = &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.DriverPodName, Namespace: ns, Labels: labels, Annotations: annotations,
 		},
-		Spec: corev1.PodSpec{
-			RestartPolicy:      corev1.RestartPolicyNever,
-			ServiceAccountName: conf["spark.kubernetes.authenticate.driver.serviceAccountName"],
-			NodeSelector:       nodeSelector,
-			ImagePullSecrets:   pullSecrets(conf),
-			Containers:         []corev1.Container{container},
-			Volumes: []corev1.Volume{
-				{Name: localDirVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: confVolume, VolumeSource: corev1.VolumeSource{ConfigMap: cmSource}},
-			},
-		},
+		Spec: spec,
 	}
 
 	// The ConfigMap (KubernetesClientUtils.buildConfigMap; 2.4: Client.buildConfigMap).

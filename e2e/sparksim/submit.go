@@ -52,7 +52,7 @@ type Result struct {
 //  1. (2.4 only) opens the watch on the driver pod's name;
 //  2. POSTs the driver pod — if refused, returns the apiserver's error with ExitCode 1 and creates
 //     nothing else;
-//  3. creates the driver Service, then the ConfigMap, each owned by the pod (create-or-replace in
+//  3. creates the driver Service, the driver's claims, then the ConfigMap, each owned by the pod (create-or-replace in
 //     2.4/3.x, server-side apply in 4.x); if that fails it deletes the pod and returns the error;
 //  4. if o.WaitAppCompletion, watches the pod by name (fieldSelector metadata.name) until its
 //     phase is Succeeded or Failed or it is deleted. 3.x/4.x re-open an expired watch (410 Gone)
@@ -97,7 +97,13 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	svc, cm := plan.Service.DeepCopy(), plan.ConfigMap.DeepCopy()
 	svc.OwnerReferences = []metav1.OwnerReference{owner}
 	cm.OwnerReferences = []metav1.OwnerReference{owner}
-	if err := createOthers(ctx, c, t, svc, cm); err != nil {
+	var claims []*corev1.PersistentVolumeClaim
+	for _, pvc := range plan.Claims {
+		pvc = pvc.DeepCopy()
+		pvc.OwnerReferences = []metav1.OwnerReference{owner}
+		claims = append(claims, pvc)
+	}
+	if err := createOthers(ctx, c, t, svc, claims, cm); err != nil {
 		if derr := pods.Delete(ctx, created.Name, metav1.DeleteOptions{}); derr != nil {
 			err = errors.Join(err, fmt.Errorf("deleting driver pod after failure: %w", derr))
 		}
@@ -118,8 +124,10 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	return res, nil
 }
 
-// createOthers creates the Service and then the ConfigMap, in Spark's resource-list order.
-func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *corev1.Service, cm *corev1.ConfigMap) error {
+// createOthers creates the Service, the driver's claims and then the ConfigMap, in Spark's
+// resource-list order (the feature steps' resources — DriverServiceFeatureStep before
+// MountVolumesFeatureStep — then Client.run's ConfigMap).
+func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *corev1.Service, claims []*corev1.PersistentVolumeClaim, cm *corev1.ConfigMap) error {
 	if t.serverSideApply {
 		force := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}
 		body, err := applyBody(svc)
@@ -128,6 +136,14 @@ func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *co
 		}
 		if _, err := c.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.ApplyPatchType, body, force); err != nil {
 			return err
+		}
+		for _, pvc := range claims {
+			if body, err = applyBody(pvc); err != nil {
+				return err
+			}
+			if _, err := c.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.ApplyPatchType, body, force); err != nil {
+				return err
+			}
 		}
 		if body, err = applyBody(cm); err != nil {
 			return err
@@ -148,6 +164,21 @@ func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *co
 		}
 	} else if err != nil {
 		return err
+	}
+	for _, pvc := range claims {
+		pvcs := c.CoreV1().PersistentVolumeClaims(pvc.Namespace)
+		if _, err := pvcs.Create(ctx, pvc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			old, gerr := pvcs.Get(ctx, pvc.Name, metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
+			}
+			pvc.ResourceVersion = old.ResourceVersion
+			if _, err := pvcs.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
 	}
 	cms := c.CoreV1().ConfigMaps(cm.Namespace)
 	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
