@@ -58,6 +58,12 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	names := contract.NamesFor(p.Name)
 
 	container := driverContainer(&p)
+	if waiting, err := r.keepClaims(ctx, &p); err != nil || waiting != "" {
+		if err != nil || isTerminal(p.Status.Phase) {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: claimPoll}, r.writeStatus(ctx, &p, View{Container: container, Blocked: waiting})
+	}
 	sts, err := r.ensure(ctx, &p)
 	var refused *refusedError
 	if errors.As(err, &refused) {
