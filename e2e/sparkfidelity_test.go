@@ -142,3 +142,42 @@ func dumpOnFailure(t *testing.T, ns string) {
 		}
 	})
 }
+
+// Spark 2.4 starts a PySpark driver with driver-py (and an R driver with driver-r), its file in the
+// env: driverset converts it like any driver, and the JVM in S-0 runs PythonRunner on that file,
+// at its own pod's name and the stable host.
+func TestSpark24PySparkDriverIsConverted(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	a := app(ns, "pypi")
+	a.Version = sparksim.Spark24
+	a.PyFile = "local:///opt/app/pi.py"
+	a.AppArgs = []string{"100"}
+	s := submit(t, a)
+	if got := s.plan.DriverPod.Spec.Containers[0].Args[0]; got != "driver-py" {
+		t.Fatalf("Spark 2.4's PySpark driver starts with %q, want driver-py", got)
+	}
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	if got := d0.Spec.Containers[0].Args[0]; got != "driver-py" {
+		t.Errorf("the StatefulSet's driver starts with %q, want driver-py kept", got)
+	}
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
+	if err != nil {
+		t.Fatalf("the driver did not start in %s: %v", d0.Name, err)
+	}
+	if drv.MainClass() != sparksim.PythonRunner || drv.Primary() != a.PyFile {
+		t.Errorf("the driver runs %s on %s, want %s on %s", drv.MainClass(), drv.Primary(), sparksim.PythonRunner, a.PyFile)
+	}
+	if drv.OwnPod().UID != d0.UID {
+		t.Errorf("the driver found pod %s, want its own pod %s", drv.OwnPod().Name, d0.Name)
+	}
+	if got, want := drv.Conf()["spark.driver.host"], names.DriverHost(ns); got != want {
+		t.Errorf("spark.driver.host = %q, want the stable name %q", got, want)
+	}
+	exitDriver(t, d0, 0)
+	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
+		t.Errorf("spark-submit: final phase %s, exit code %d; want Succeeded, 0", res.FinalPhase, res.ExitCode)
+	}
+}

@@ -46,6 +46,8 @@ type Driver struct {
 	confMap   string // the executor ConfigMap (3.x+), "" if none
 	localDirs []string
 	ids       ids
+	mainClass string // --class
+	primary   string // the primary resource spark-submit runs
 
 	mu     sync.Mutex
 	nextID int
@@ -103,10 +105,11 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	for _, a := range append(append([]string{}, ctr.Command...), ctr.Args...) {
 		argv = append(argv, expandVars(a, lookup))
 	}
-	rest, err := sparkArgs(argv)
+	entry, rest, err := sparkArgs(argv)
 	if err != nil {
 		return nil, err
 	}
+	rest = append(rest, entryArgs(entry, d.env)...)
 	bind := d.env["SPARK_DRIVER_BIND_ADDRESS"]
 	cmdline := []string{"--conf", "spark.driver.bindAddress=" + bind}
 	if !t.oldConfMap {
@@ -126,6 +129,12 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	maps.Copy(conf, args.conf)
 	maps.Copy(conf, args.flags)
 	d.conf = conf
+	d.mainClass, d.primary = args.mainClass, args.primary
+	if d.usesDriverPodIP() {
+		// SparkContext (4.1, SPARK-53944): on Kubernetes with useDriverPodIP the driver's host
+		// becomes its bind address, whatever spark.driver.host said (a --conf included).
+		conf["spark.driver.host"] = conf["spark.driver.bindAddress"]
+	}
 
 	d.ns = conf["spark.kubernetes.namespace"]
 	if d.ns == "" {
@@ -279,6 +288,13 @@ func (d *Driver) createExecutorConfigMap(ctx context.Context) error {
 
 // Conf returns a copy of the effective conf.
 func (d *Driver) Conf() map[string]string { return maps.Clone(d.conf) }
+
+// MainClass and Primary are what the in-pod spark-submit runs: the --class and the primary
+// resource (for a 2.4 PySpark or R driver, the file its entrypoint appended from the env).
+func (d *Driver) MainClass() string { return d.mainClass }
+
+// Primary is the primary resource; see MainClass.
+func (d *Driver) Primary() string { return d.primary }
 
 // AppID is spark.app.id as the driver sees it.
 func (d *Driver) AppID() string { return d.appID }

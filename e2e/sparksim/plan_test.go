@@ -34,6 +34,7 @@ func TestPlanShapes(t *testing.T) {
 		fixedPrefix   bool
 		svcLabelled   bool
 		immutableConf bool
+		svcPorts      []string
 	}{{
 		v:          Spark24,
 		prefix:     regexp.MustCompile(`^spark-pi-1767323045678$`),
@@ -42,6 +43,7 @@ func TestPlanShapes(t *testing.T) {
 		labels:     []string{"spark-app-selector", "spark-role"},
 		env:        []string{"SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary:    "spark-internal", fixedPrefix: true,
+		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040"},
 	}, {
 		v:          Spark35,
 		prefix:     regexp.MustCompile(`^spark-pi-[0-9a-f]{6}[0-9a-f]{1,10}$`),
@@ -50,6 +52,7 @@ func TestPlanShapes(t *testing.T) {
 		labels:  []string{"spark-app-name", "spark-app-selector", "spark-role", "spark-version"},
 		env:     []string{"SPARK_USER", "SPARK_APPLICATION_ID", "SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary: DefaultResource, svcLabelled: true, immutableConf: true,
+		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040"},
 	}, {
 		v:          Spark41,
 		prefix:     regexp.MustCompile(`^spark-pi-[0-9a-f]{6}[0-9a-f]{1,10}$`),
@@ -58,6 +61,8 @@ func TestPlanShapes(t *testing.T) {
 		labels:  []string{"spark-app-name", "spark-app-selector", "spark-role", "spark-version"},
 		env:     []string{"SPARK_USER", "SPARK_APPLICATION_ID", "SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary: DefaultResource, svcLabelled: true, immutableConf: true,
+		// DriverServiceFeatureStep (4.1) adds Spark Connect's gRPC port to the driver Service.
+		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040", "spark-connect:15002"},
 	}}
 	for _, tc := range tests {
 		t.Run(string(tc.v), func(t *testing.T) {
@@ -142,8 +147,15 @@ func TestPlanShapes(t *testing.T) {
 			}
 
 			svc := p.Service
-			if svc.Spec.ClusterIP != corev1.ClusterIPNone || !maps.Equal(svc.Spec.Selector, pod.Labels) || len(svc.Spec.Ports) != 3 {
-				t.Errorf("service is not headless with the driver's labels and 3 ports: %+v", svc.Spec)
+			if svc.Spec.ClusterIP != corev1.ClusterIPNone || !maps.Equal(svc.Spec.Selector, pod.Labels) {
+				t.Errorf("service is not headless with the driver's labels: %+v", svc.Spec)
+			}
+			var svcPorts []string
+			for _, sp := range svc.Spec.Ports {
+				svcPorts = append(svcPorts, sp.Name+":"+strconv.Itoa(int(sp.Port)))
+			}
+			if !slices.Equal(svcPorts, tc.svcPorts) {
+				t.Errorf("service ports %v, want %v", svcPorts, tc.svcPorts)
 			}
 			if (svc.Labels[contract.LabelSparkAppSelector] == p.AppID) != tc.svcLabelled {
 				t.Errorf("service labels %v", svc.Labels)
