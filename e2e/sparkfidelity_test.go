@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/e2e/sparksim"
 )
 
@@ -179,5 +184,176 @@ func TestSpark24PySparkDriverIsConverted(t *testing.T) {
 	exitDriver(t, d0, 0)
 	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
 		t.Errorf("spark-submit: final phase %s, exit code %d; want Succeeded, 0", res.FinalPhase, res.ExitCode)
+	}
+}
+
+// testLog sends spark-submit's lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(b []byte) (int, error) {
+	w.t.Log("spark-submit: " + strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// spark-submit 3.x/4.x waits forever for a driver pod that went away while its watch was being
+// reset (sparksim: TestSubmitWaitsForeverForAPodLostInAWatchReset). driverset never deletes or
+// replaces the placeholder: with a watch reset at every turn of a failed driver's restart and
+// its completion, spark-submit finds the same pod each time and ends with the real final phase.
+func TestWatchResetsNeverLoseTheDriverPod(t *testing.T) {
+	for _, v := range []sparksim.Version{sparksim.Spark35, sparksim.Spark41} {
+		t.Run("spark-"+string(v), func(t *testing.T) {
+			ns := namespace(t, nil)
+			dumpOnFailure(t, ns)
+			a := app(ns, "resets")
+			a.Version = v
+			plan, err := a.Plan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			resets := make(chan struct{})
+			done := make(chan struct{})
+			var res *sparksim.Result
+			go func() {
+				defer close(done)
+				res, err = sparksim.SubmitPlan(ctx, kube(), plan, sparksim.SubmitOptions{WaitAppCompletion: true, WatchResets: resets, Log: testLog{t}})
+			}()
+			reset := func(when string) {
+				select {
+				case resets <- struct{}{}:
+					t.Logf("watch reset (HTTP 410) %s", when)
+				case <-done:
+					t.Fatalf("spark-submit returned before the reset %s: %+v, %v", when, res, err)
+				}
+			}
+			names := contract.NamesFor(plan.DriverPodName)
+			d0 := runningDriver(t, ns, names, "")
+			p := getPod(t, ns, plan.DriverPodName)
+			reset("while the driver runs")
+			exitDriver(t, d0, 1)
+			reset("right after the driver failed")
+			d1 := runningDriver(t, ns, names, string(d0.UID))
+			reset("once the new incarnation runs")
+			exitDriver(t, d1, 0)
+			reset("right after the driver succeeded")
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("spark-submit still waits a minute after the driver succeeded")
+			}
+			if err != nil || res.ExitCode != 0 || res.FinalPhase != corev1.PodSucceeded || res.Lost || res.Deleted {
+				t.Errorf("spark-submit: %v, exit %d, final %s, lost %v, deleted %v; want Succeeded, seen to the end",
+					err, res.ExitCode, res.FinalPhase, res.Lost, res.Deleted)
+			}
+			if now := getPod(t, ns, plan.DriverPodName); now.UID != p.UID {
+				t.Errorf("the driver pod spark-submit watches was replaced: uid %s, then %s", p.UID, now.UID)
+			}
+		})
+	}
+}
+
+// Spark 4.1 with spark.kubernetes.executor.useDriverPodIP: SparkContext replaces spark.driver.host
+// by the bind address (the pod IP), over driverset's --conf, and executors get that IP in their
+// driver URL. An IP is what a new incarnation never keeps, so only the executor webhook keeps the
+// stable name: every executor must still be pointed at it, before and after a restart.
+func TestUseDriverPodIPExecutorsGetTheStableName(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	a := app(ns, "podip")
+	a.Version = sparksim.Spark41
+	a.Conf = map[string]string{"spark.kubernetes.executor.useDriverPodIP": "true"}
+	r := startApp(t, a, 2)
+	want := fmt.Sprintf("spark://CoarseGrainedScheduler@%s:%d", r.names.DriverHost(ns), sparksim.DriverPort)
+	check := func(drv *sparksim.Driver, pod *corev1.Pod, execs []*corev1.Pod) {
+		t.Helper()
+		if got := drv.Conf()["spark.driver.host"]; got != pod.Status.PodIP || got == "" {
+			t.Errorf("the driver's spark.driver.host = %q, want its pod IP %q (SparkContext sets it so)", got, pod.Status.PodIP)
+		}
+		for _, e := range execs {
+			if got := envOf(e, contract.EnvDriverURL); got != want {
+				t.Errorf("executor %s: %s=%q, want the stable name %q", e.Name, contract.EnvDriverURL, got, want)
+			}
+		}
+	}
+	check(r.driver, r.pod, r.executors)
+
+	if err := r.driver.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exitDriver(t, r.pod, 1)
+	d1 := runningDriver(t, ns, r.names, string(r.pod.UID))
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, d1.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := drv.RequestExecutors(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(drv, d1, execs)
+}
+
+// A new driver JVM numbers its executors from 1 again, and Spark counts as its own every executor
+// pod with the app id (ExecutorPodsAllocator and ExecutorPodsLifecycleManager read snapshots by
+// spark-app-selector and spark-role=executor): an executor left by an earlier incarnation would
+// inflate the new driver's count, take one of its ids, or count as its failure. So on every
+// version the new incarnation is held while one exists (a finalizer keeps one here, as a slow
+// kubelet would), and when its JVM starts it sees no executor but its own.
+func TestStaleExecutorGateOnEveryVersion(t *testing.T) {
+	for _, v := range []sparksim.Version{sparksim.Spark24, sparksim.Spark35, sparksim.Spark41} {
+		t.Run("spark-"+string(v), func(t *testing.T) {
+			ctx := context.Background()
+			ns := namespace(t, nil)
+			dumpOnFailure(t, ns)
+			a := app(ns, "count")
+			a.Version = v
+			r := startApp(t, a, 2)
+			hold := []byte(`{"metadata":{"finalizers":["e2e.driverset.dev/hold"]}}`)
+			if _, err := kube().CoreV1().Pods(ns).Patch(ctx, r.executors[0].Name, types.MergePatchType, hold, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// The JVM is killed (no clean stop): its executors stay until the garbage collector acts.
+			exitDriver(t, r.pod, 137)
+			waitFor(t, 30*time.Second, "a new incarnation held by the stale-executor gate", func(ctx context.Context) (bool, error) {
+				p, err := kube().CoreV1().Pods(ns).Get(ctx, r.names.DriverPodName(), metav1.GetOptions{})
+				return err == nil && p.UID != r.pod.UID && convert.HasGate(&p.Spec, contract.GateStaleExecutors), nil
+			})
+			time.Sleep(2 * time.Second)
+			if p := getPod(t, ns, r.names.DriverPodName()); p.Spec.NodeName != "" {
+				t.Fatalf("the new incarnation was scheduled on %s while an executor of the old one exists", p.Spec.NodeName)
+			}
+			release := []byte(`{"metadata":{"finalizers":null}}`)
+			if _, err := kube().CoreV1().Pods(ns).Patch(ctx, r.executors[0].Name, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			d1 := runningDriver(t, ns, r.names, string(r.pod.UID))
+			drv, err := sparksim.StartDriver(ctx, kube(), ns, d1.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen, err := drv.Executors(ctx); err != nil || len(seen) != 0 {
+				t.Fatalf("the new driver starts counting %d executor(s) of its app (%v), want 0", len(seen), err)
+			}
+			if _, err := drv.RequestExecutors(ctx, 2); err != nil {
+				t.Fatalf("the new driver could not make executors 1 and 2: %v", err)
+			}
+			seen, err := drv.Executors(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, e := range seen {
+				ids = append(ids, e.Labels[sparksim.LabelExecID])
+				if !ownedBy(&e, d1) {
+					t.Errorf("the new driver counts executor %s, owned by %v, not by its pod", e.Name, e.OwnerReferences)
+				}
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, []string{"1", "2"}) {
+				t.Errorf("the new driver counts executors with ids %v, want exactly its own 1 and 2", ids)
+			}
+		})
 	}
 }

@@ -30,6 +30,10 @@ type SubmitOptions struct {
 	WaitAppCompletion bool
 	// Log receives what spark-submit logs: each pod status it sees (phase and container states).
 	Log io.Writer
+	// WatchResets, when set, makes each value received end the open watch as an HTTP 410 (Gone,
+	// "too old resource version") from the apiserver would: a test's way to put a watch reset at
+	// a chosen moment.
+	WatchResets <-chan struct{}
 }
 
 // Result is what one spark-submit run did.
@@ -41,6 +45,9 @@ type Result struct {
 	FinalPhase corev1.PodPhase
 	// Deleted: the wait ended because the pod was deleted.
 	Deleted bool
+	// Lost: after (re-)opening its watch spark-submit did not find the pod: it went away unseen,
+	// and spark-submit (3.x/4.x) now waits for a pod of that name, in practice forever.
+	Lost bool
 	// Phases is each distinct phase seen, in order.
 	Phases []corev1.PodPhase
 	// ExitCode is spark-submit's: 1 when it died on an exception (pod create refused, Service or
@@ -56,9 +63,10 @@ type Result struct {
 //     2.4/3.x, server-side apply in 4.x); if that fails it deletes the pod and returns the error;
 //  4. if o.WaitAppCompletion, watches the pod by name (fieldSelector metadata.name) until its
 //     phase is Succeeded or Failed or it is deleted. 3.x/4.x re-open an expired watch (410 Gone)
-//     from a fresh GET, as Spark's loop does; 2.4 ends its wait when the watch reports an error,
-//     as its watcher does. A watch the server simply closes is re-opened from the last
-//     resourceVersion (the fabric8 client reconnects silently).
+//     and hand a fresh GET to the watcher, as Spark's loop does — a pod not found then is not an
+//     end: spark-submit keeps waiting (Result.Lost), until ctx ends; 2.4 ends its wait when the
+//     watch reports an error, as its watcher does. A watch the server simply closes is re-opened
+//     from the last resourceVersion (the fabric8 client reconnects silently).
 //
 // The error is non-nil exactly when spark-submit would have died (ExitCode 1), or when ctx ended.
 func Submit(ctx context.Context, c kubernetes.Interface, app App, o SubmitOptions) (*Result, error) {
@@ -78,7 +86,7 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	res := &Result{ExitCode: 1, Plan: plan}
 	t, _ := plan.Version.traits()
 	pods := c.CoreV1().Pods(plan.DriverPod.Namespace)
-	w := &podWatch{pods: pods, name: plan.DriverPodName, res: res, log: log, t: t}
+	w := &podWatch{pods: pods, name: plan.DriverPodName, res: res, log: log, t: t, resets: o.WatchResets}
 
 	if t.watchBeforeCreate {
 		if err := w.open(ctx, ""); err != nil {
@@ -218,11 +226,12 @@ type podWatch struct {
 		Get(context.Context, string, metav1.GetOptions) (*corev1.Pod, error)
 		Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
 	}
-	name string
-	res  *Result
-	log  io.Writer
-	t    traits
-	w    watch.Interface
+	name   string
+	res    *Result
+	log    io.Writer
+	t      traits
+	w      watch.Interface
+	resets <-chan struct{}
 }
 
 func (p *podWatch) open(ctx context.Context, rv string) error {
@@ -276,6 +285,10 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.resets:
+			if done, err := p.gone(ctx, &rv); done || err != nil {
+				return err
+			}
 		case ev, ok := <-p.w.ResultChan():
 			if !ok {
 				// The server ended the watch (timeout): reconnect where it stopped.
@@ -309,16 +322,12 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 				status, _ := ev.Object.(*metav1.Status)
 				gone := status != nil && (status.Code == http.StatusGone || status.Reason == metav1.StatusReasonExpired ||
 					status.Reason == metav1.StatusReasonGone)
-				if !gone || !p.t.restartWatchOnGone {
-					// Spark's watcher treats an ERROR action (and, in 2.4, any close) as the end.
+				if !gone {
+					// Spark's watcher treats an ERROR action as the end.
 					p.finished()
 					return nil
 				}
-				p.close()
-				if err := p.open(ctx, ""); err != nil {
-					return err
-				}
-				if done, err := p.refresh(ctx, &rv); done || err != nil {
+				if done, err := p.gone(ctx, &rv); done || err != nil {
 					return err
 				}
 			}
@@ -326,13 +335,32 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 	}
 }
 
-// refresh GETs the pod and observes it; a pod that is gone counts as deleted.
+// gone is what spark-submit does when its watch ends with HTTP 410: 3.x/4.x open a new watch
+// and send the pod as it is now to the watcher (Client.run's loop); 2.4's watcher takes any
+// close as the end of the application.
+func (p *podWatch) gone(ctx context.Context, rv *string) (bool, error) {
+	if !p.t.restartWatchOnGone {
+		p.finished()
+		return true, nil
+	}
+	p.close()
+	if err := p.open(ctx, ""); err != nil {
+		return false, err
+	}
+	return p.refresh(ctx, rv)
+}
+
+// refresh GETs the pod and hands it to the watcher, as Client.run does right after opening a
+// watch (watcher.eventReceived(MODIFIED, podWithName.get())). A pod that is not found is handed
+// over as null: LoggingPodStatusWatcherImpl logs the state "unknown" and keeps waiting, on a
+// watch of a name that no longer exists — so spark-submit waits until a pod of that name
+// appears, which for a deleted driver pod is forever.
 func (p *podWatch) refresh(ctx context.Context, rv *string) (bool, error) {
 	pod, err := p.pods.Get(ctx, p.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		p.res.Deleted = true
-		p.finished()
-		return true, nil
+		p.res.Lost = true
+		fmt.Fprintf(p.log, "State changed, new state: unknown\n")
+		return false, nil
 	}
 	if err != nil {
 		return false, err
