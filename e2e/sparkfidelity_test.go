@@ -278,6 +278,16 @@ func TestUseDriverPodIPExecutorsGetTheStableName(t *testing.T) {
 		}
 	}
 	check(r.driver, r.pod, r.executors)
+	// 4.1's driver container declares Spark Connect's port (SPARK-52193): the stable name serves it too.
+	h, err := kube().CoreV1().Services(ns).Get(ctx, r.names.Service, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(h.Spec.Ports, func(p corev1.ServicePort) bool {
+		return p.Name == sparksim.PortNameConnect && p.Port == sparksim.ConnectPort
+	}) {
+		t.Errorf("headless Service %s ports %+v: no %s:%d", h.Name, h.Spec.Ports, sparksim.PortNameConnect, sparksim.ConnectPort)
+	}
 
 	if err := r.driver.Stop(ctx); err != nil {
 		t.Fatal(err)

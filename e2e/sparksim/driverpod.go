@@ -291,6 +291,9 @@ func (b driverBuilder) build(now time.Time) error {
 			{Name: confVolume, VolumeSource: corev1.VolumeSource{ConfigMap: cmSource}},
 		},
 	}
+	if port := connectPort(conf); t.connectPort && port != 0 {
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: PortNameConnect, ContainerPort: port, Protocol: corev1.ProtocolTCP})
+	}
 	if p.Claims, err = b.mountPVCs(&spec, &container); err != nil {
 		return err
 	}
@@ -334,15 +337,9 @@ func (b driverBuilder) build(now time.Time) error {
 			},
 		},
 	}
-	if t.connectServicePort {
-		port := int32(ConnectPort)
-		if v, err := strconv.ParseInt(conf["spark.connect.grpc.binding.port"], 10, 32); err == nil {
-			port = int32(v)
-		}
-		if port != 0 { // a Service port of 0 is invalid: Spark leaves it out
-			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: PortNameConnect, Port: port,
-				TargetPort: intstr.FromInt32(port), AppProtocol: ptr.To("grpc")})
-		}
+	if port := connectPort(conf); t.connectPort && port != 0 { // a port of 0 is invalid: Spark leaves it out
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: PortNameConnect, Port: port,
+			TargetPort: intstr.FromInt32(port), AppProtocol: ptr.To("grpc")})
 	}
 	if !t.oldConfMap {
 		svcLabels := prefixed(conf, "spark.kubernetes.driver.service.label.")
@@ -356,6 +353,14 @@ func (b driverBuilder) build(now time.Time) error {
 	}
 	p.Service = svc
 	return nil
+}
+
+// connectPort is spark.connect.grpc.binding.port, default ConnectPort.
+func connectPort(conf map[string]string) int32 {
+	if v, err := strconv.ParseInt(conf["spark.connect.grpc.binding.port"], 10, 32); err == nil {
+		return int32(v)
+	}
+	return ConnectPort
 }
 
 func pullSecrets(conf map[string]string) []corev1.LocalObjectReference {

@@ -61,7 +61,7 @@ func TestPlanShapes(t *testing.T) {
 		labels:  []string{"spark-app-name", "spark-app-selector", "spark-role", "spark-version"},
 		env:     []string{"SPARK_USER", "SPARK_APPLICATION_ID", "SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary: DefaultResource, svcLabelled: true, immutableConf: true,
-		// DriverServiceFeatureStep (4.1) adds Spark Connect's gRPC port to the driver Service.
+		// 4.1 adds Spark Connect's gRPC port to the driver container and Service (SPARK-52193).
 		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040", "spark-connect:15002"},
 	}}
 	for _, tc := range tests {
@@ -124,8 +124,8 @@ func TestPlanShapes(t *testing.T) {
 			for _, cp := range ctr.Ports {
 				ports = append(ports, cp.Name+":"+strconv.Itoa(int(cp.ContainerPort)))
 			}
-			if want := []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040"}; !slices.Equal(ports, want) {
-				t.Errorf("ports %v, want %v", ports, want)
+			if !slices.Equal(ports, tc.svcPorts) {
+				t.Errorf("container ports %v, want those of the Service %v", ports, tc.svcPorts)
 			}
 			if got := ctr.Resources.Requests.Memory().String(); got != "1408Mi" || ctr.Resources.Limits.Memory().String() != "1408Mi" {
 				t.Errorf("memory request/limit %s/%s, want 1408Mi (1024 + 384)", got, ctr.Resources.Limits.Memory())

@@ -56,9 +56,10 @@ type traits struct {
 	// ownClaims: the clean stop deletes the PersistentVolumeClaims labelled with the app id while
 	// spark.kubernetes.driver.ownPersistentVolumeClaim holds, true by default (3.4+).
 	ownClaims bool
-	// connectServicePort: the driver Service also has the Spark Connect port, "spark-connect"
-	// (spark.connect.grpc.binding.port, default 15002, appProtocol grpc; DriverServiceFeatureStep, 4.1).
-	connectServicePort bool
+	// connectPort: the driver container and the driver Service also have the Spark Connect port,
+	// "spark-connect" (spark.connect.grpc.binding.port, default 15002; the Service's with
+	// appProtocol grpc): BasicDriverFeatureStep and DriverServiceFeatureStep, SPARK-52193, 4.1.
+	connectPort bool
 }
 
 func (v Version) traits() (traits, error) {
@@ -71,7 +72,7 @@ func (v Version) traits() (traits, error) {
 	case Spark41:
 		return traits{release: "4.1.2", versionLabels: true, serverSideApply: true, restartWatchOnGone: true,
 			minOverheadConf: true, execConfigMap: true, resourceProfiles: true, driverPodIPOption: true, ownClaims: true,
-			connectServicePort: true}, nil
+			connectPort: true}, nil
 	}
 	return traits{}, fmt.Errorf("sparksim: unsupported Spark version %q (want %s, %s or %s)", v, Spark24, Spark35, Spark41)
 }
