@@ -40,6 +40,10 @@ const (
 	// admitted (JSON, annotation key to value): an invalid value edited onto the running app later
 	// keeps these.
 	AnnotationAdmittedSettings = "driverset.dev/admitted-settings"
+	// LabelClaimAppSelector carries, on a claim that spark-submit made for the driver, the app id
+	// that driverset moved off its spark-app-selector label: Spark's clean stop deletes every claim
+	// with that label, and the next incarnation of the driver mounts this one.
+	LabelClaimAppSelector = "driverset.dev/spark-app-selector"
 )
 
 // Knobs a user sets on the driver pod (spark.kubernetes.driver.annotation.<key>).

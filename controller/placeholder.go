@@ -58,6 +58,15 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	names := contract.NamesFor(p.Name)
 
 	container := driverContainer(&p)
+	if !isTerminal(p.Status.Phase) {
+		// A finished app runs no driver again: its claims need no keeping.
+		if waiting, err := r.keepClaims(ctx, &p); err != nil || waiting != "" {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: claimPoll}, r.writeStatus(ctx, &p, View{Container: container, Blocked: waiting})
+		}
+	}
 	sts, err := r.ensure(ctx, &p)
 	var refused *refusedError
 	if errors.As(err, &refused) {

@@ -82,8 +82,8 @@ func Check(pod *corev1.Pod) error {
 }
 
 // DriverContainerIndex is the index in pod.Spec.Containers of the container that runs the Spark
-// driver: the one Spark names, else the first whose first argument is "driver" (a pod template may
-// rename it). It returns a *NotConvertible when there is none.
+// driver: the one Spark names, else the first whose first argument starts a driver (IsDriverEntry;
+// a pod template may rename it). It returns a *NotConvertible when there is none.
 func DriverContainerIndex(pod *corev1.Pod) (int, error) {
 	if i := driverContainer(pod); i >= 0 {
 		return i, nil
@@ -103,13 +103,13 @@ func checkShape(pod *corev1.Pod) error {
 		return err
 	}
 	c := &pod.Spec.Containers[i]
-	if len(c.Args) == 0 || c.Args[0] != contract.RoleDriver {
+	if len(c.Args) == 0 || !IsDriverEntry(c.Args[0]) {
 		first := "nothing"
 		if len(c.Args) > 0 {
 			first = fmt.Sprintf("%q", c.Args[0])
 		}
-		return notSparkSubmit(pod, "the args of driver container %q begin with %s, not %q; driverset adds its "+
-			"--conf settings right after that argument, so keep the args spark-submit generates", c.Name, first, contract.RoleDriver)
+		return notSparkSubmit(pod, "the args of driver container %q begin with %s, not %q (or Spark 2.4's %q, %q); driverset adds its "+
+			"--conf settings right after that argument, so keep the args spark-submit generates", c.Name, first, contract.RoleDriver, EntryDriverPy, EntryDriverR)
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		return notSparkSubmit(pod, "it is already controlled by %s %q; driverset takes over only driver pods that "+
@@ -141,7 +141,7 @@ func checkShape(pod *corev1.Pod) error {
 }
 
 // driverContainer is the index of the container that runs the Spark driver, or -1: the one Spark
-// names, else the first whose first argument is "driver" (a pod template may rename it).
+// names, else the first whose first argument starts a driver (a pod template may rename it).
 func driverContainer(pod *corev1.Pod) int {
 	for i, c := range pod.Spec.Containers {
 		if c.Name == contract.DriverContainerName {
@@ -149,7 +149,7 @@ func driverContainer(pod *corev1.Pod) int {
 		}
 	}
 	for i, c := range pod.Spec.Containers {
-		if len(c.Args) > 0 && c.Args[0] == contract.RoleDriver {
+		if len(c.Args) > 0 && IsDriverEntry(c.Args[0]) {
 			return i
 		}
 	}

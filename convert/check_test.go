@@ -37,7 +37,21 @@ func TestCheck(t *testing.T) {
 			reason: `the args of driver container "spark-kubernetes-driver" begin with nothing, not "driver"`},
 		{name: "driver container args not beginning with driver", pod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].Args = []string{"--verbose", "driver"}
-		}, reason: `begin with "--verbose", not "driver"; driverset adds its --conf settings right after that argument`},
+		}, reason: `begin with "--verbose", not "driver" (or Spark 2.4's "driver-py", "driver-r"); driverset adds its --conf settings right after that argument`},
+		{name: "Spark 2.4 PySpark driver (driver-py)", pod: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Args = []string{"driver-py", "--properties-file", "/opt/spark/conf/spark.properties", "--class", "org.apache.spark.deploy.PythonRunner"}
+		}},
+		{name: "Spark 2.4 R driver (driver-r)", pod: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Args = []string{"driver-r", "--properties-file", "/opt/spark/conf/spark.properties", "--class", "org.apache.spark.deploy.RRunner"}
+		}},
+		{name: "renamed 2.4 PySpark driver container found by its driver-py argument", pod: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Name = "main"
+			p.Spec.Containers[0].Args = []string{"driver-py", "--properties-file", "/opt/spark/conf/spark.properties", "--class", "org.apache.spark.deploy.PythonRunner"}
+			p.Spec.Containers = append([]corev1.Container{{Name: "sidecar", Image: "envoy"}}, p.Spec.Containers...)
+		}},
+		{name: "an entry command Spark never wrote (executor)", pod: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Args = []string{"executor"}
+		}, reason: `begin with "executor", not "driver"`},
 		{name: "controller owner", pod: func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "SparkApplication", Name: "pi", Controller: &yes}}
 		}, reason: `it is already controlled by SparkApplication "pi"; driverset takes over only driver pods that spark-submit creates itself`},

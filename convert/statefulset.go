@@ -205,7 +205,8 @@ func installContainer(o Options) corev1.Container {
 }
 
 // wrapDriver runs the driver container's entrypoint under `driverset wrap` and points Spark at the
-// running pod's own name and stable host. `--conf k=v` right after "driver" wins over the
+// running pod's own name and stable host. `--conf k=v` right after the entry command ("driver",
+// or 2.4's "driver-py"/"driver-r") wins over the
 // properties file (docs/spark-facts.md §3), so Spark's own settings need no change.
 // entry is what the container ran before: its command, or the image's entrypoint.
 func wrapDriver(c *corev1.Container, entry []string, host string) {
@@ -217,7 +218,8 @@ func wrapDriver(c *corev1.Container, entry []string, host string) {
 	}
 	c.Command = append([]string{BinaryPath, "wrap", "--state-dir", StateDir, "--termination-log", c.TerminationMessagePath, "--"}, entry...)
 
-	args := []string{contract.RoleDriver,
+	// The entry command stays as Spark wrote it: "driver", or 2.4's "driver-py" / "driver-r".
+	args := []string{c.Args[0],
 		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),
 		"--conf", "spark.driver.host=" + host,
 	}

@@ -455,3 +455,23 @@ func TestInstallContainer(t *testing.T) {
 		t.Errorf("mounts %v, want %v", c.VolumeMounts, want)
 	}
 }
+
+// TestStatefulSetKeepsTheEntryCommand: driverset's --conf settings go right after the entry
+// command, which stays as Spark wrote it (2.4's PySpark and R drivers start with driver-py/driver-r).
+func TestStatefulSetKeepsTheEntryCommand(t *testing.T) {
+	rest := []string{"--properties-file", "/opt/spark/conf/spark.properties", "--class", "org.apache.spark.deploy.PythonRunner"}
+	for _, entry := range []string{"driver", "driver-py", "driver-r"} {
+		t.Run(entry, func(t *testing.T) {
+			pod := driverPod()
+			pod.Spec.Containers[0].Args = append([]string{entry}, rest...)
+			got := buildS(t, persisted(pod)).Spec.Template.Spec.Containers[0].Args
+			n := contract.NamesFor(pod.Name)
+			want := append([]string{entry,
+				"--conf", "spark.kubernetes.driver.pod.name=$(" + contract.EnvPodName + ")",
+				"--conf", "spark.driver.host=" + n.DriverHost(pod.Namespace)}, rest...)
+			if !slices.Equal(got, want) {
+				t.Errorf("args %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -62,6 +62,10 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{"", "", "limitranges", "get", ""}:   all,
 		{"", "", "limitranges", "list", ""}:  all,
 		{"", "", "limitranges", "watch", ""}: all,
+		// The driver's claims spark-submit made: read live and relabelled once, before the driver
+		// first runs, out of Spark's clean stop.
+		{"", "", "persistentvolumeclaims", "get", ""}:   all,
+		{"", "", "persistentvolumeclaims", "patch", ""}: all,
 		// The driver's headless Service: created once, by create-or-get.
 		{"", "", "services", "get", ""}:    all,
 		{"", "", "services", "list", ""}:   all,

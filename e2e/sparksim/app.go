@@ -22,6 +22,8 @@ const (
 	DefaultUser = "spark"
 	// DefaultExecutorInstances is Spark's default spark.executor.instances.
 	DefaultExecutorInstances = 2
+	// PythonRunner is the main class SparkSubmit gives a PySpark app.
+	PythonRunner = "org.apache.spark.deploy.PythonRunner"
 )
 
 // App is one `spark-submit --deploy-mode cluster` invocation: every field is a setting the user
@@ -33,7 +35,10 @@ type App struct {
 	Image     string // spark.kubernetes.container.image; default "apache/spark:<version>"
 	MainClass string // default DefaultMainClass
 	Resource  string // default DefaultResource
-	AppArgs   []string
+	// PyFile makes a PySpark app: spark-submit's primary resource is this .py file, and its main
+	// class is PythonRunner (MainClass and Resource are not used).
+	PyFile  string
+	AppArgs []string
 
 	DriverLabels      map[string]string // spark.kubernetes.driver.label.*
 	DriverAnnotations map[string]string // spark.kubernetes.driver.annotation.*
@@ -78,6 +83,9 @@ type Plan struct {
 	DriverPod  *corev1.Pod
 	ConfigMap  *corev1.ConfigMap
 	Service    *corev1.Service
+	// Claims are the driver's PersistentVolumeClaims spark-submit creates (claimName OnDemand, or
+	// any claim given a storage class and a size), owned by the pod like the Service.
+	Claims []*corev1.PersistentVolumeClaim
 }
 
 // conf returns the SparkConf spark-submit starts from: Conf, then the typed fields, then the
@@ -130,7 +138,7 @@ func (a App) conf(t traits) map[string]string {
 	setIfMissing("spark.master", DefaultMaster)
 	c["spark.submit.deployMode"] = "cluster"
 	// SparkSubmit merges the primary resource into spark.jars for a JVM app in cluster mode.
-	if _, ok := c["spark.jars"]; !ok {
+	if _, ok := c["spark.jars"]; !ok && a.PyFile == "" {
 		c["spark.jars"] = a.resource()
 	}
 	if t.oldConfMap {
@@ -142,6 +150,9 @@ func (a App) conf(t traits) map[string]string {
 }
 
 func (a App) resource() string {
+	if a.PyFile != "" {
+		return a.PyFile
+	}
 	if a.Resource == "" {
 		return DefaultResource
 	}
@@ -149,6 +160,9 @@ func (a App) resource() string {
 }
 
 func (a App) mainClass() string {
+	if a.PyFile != "" {
+		return PythonRunner
+	}
 	if a.MainClass == "" {
 		return DefaultMainClass
 	}

@@ -116,35 +116,50 @@ func podField(pod *corev1.Pod, path string) (string, bool) {
 	return "", false
 }
 
-// sparkArgs finds the arguments the image's entrypoint receives after "driver", in the
-// container's full argv (command + args, both $(VAR)-expanded). Accepted shapes, tried in order:
-//   - argv starts with "driver": no command, the image ENTRYPOINT runs (Spark's own pods);
-//   - argv is an entrypoint followed by "driver": [/opt/entrypoint.sh driver …];
+// sparkArgs finds the entry command ("driver", or 2.4's "driver-py" / "driver-r") and the
+// arguments the image's entrypoint receives after it, in the container's full argv (command +
+// args, both $(VAR)-expanded). Accepted shapes, tried in order:
+//   - argv starts with the entry: no command, the image ENTRYPOINT runs (Spark's own pods);
+//   - argv is an entrypoint followed by the entry: [/opt/entrypoint.sh driver …];
 //   - a wrapper ending in "--" comes first: everything up to and including the first "--" is
 //     dropped and the rest must have one of the two shapes above, e.g.
 //     [/opt/driverset/bin/driverset wrap -- /opt/entrypoint.sh driver …] or [tini -s -- /opt/entrypoint.sh driver …].
-func sparkArgs(argv []string) ([]string, error) {
-	afterDriver := func(a []string) ([]string, bool) {
+func sparkArgs(argv []string) (string, []string, error) {
+	isEntry := func(a string) bool { return a == "driver" || a == entryDriverPy || a == entryDriverR }
+	afterDriver := func(a []string) (string, []string, bool) {
 		switch {
-		case len(a) > 0 && a[0] == "driver":
-			return a[1:], true
-		case len(a) > 1 && a[1] == "driver":
-			return a[2:], true
+		case len(a) > 0 && isEntry(a[0]):
+			return a[0], a[1:], true
+		case len(a) > 1 && isEntry(a[1]):
+			return a[1], a[2:], true
 		}
-		return nil, false
+		return "", nil, false
 	}
-	if rest, ok := afterDriver(argv); ok {
-		return rest, nil
+	if entry, rest, ok := afterDriver(argv); ok {
+		return entry, rest, nil
 	}
 	for i, a := range argv {
 		if a == "--" {
-			if rest, ok := afterDriver(argv[i+1:]); ok {
-				return rest, nil
+			if entry, rest, ok := afterDriver(argv[i+1:]); ok {
+				return entry, rest, nil
 			}
 			break
 		}
 	}
-	return nil, fmt.Errorf("sparksim: container command line %q does not run the Spark entrypoint with \"driver\"", argv)
+	return "", nil, fmt.Errorf("sparksim: container command line %q does not run the Spark entrypoint with \"driver\"", argv)
+}
+
+// entryArgs is what Spark 2.4's entrypoint appends after "$@" for its PySpark and R entries:
+// `$PYSPARK_PRIMARY $PYSPARK_ARGS` / `$R_PRIMARY $R_ARGS`, unquoted, so split on blanks. Its
+// PYSPARK_ARGS / R_ARGS are PYSPARK_APP_ARGS / R_APP_ARGS when set.
+func entryArgs(entry string, env map[string]string) []string {
+	switch entry {
+	case entryDriverPy:
+		return strings.Fields(env["PYSPARK_PRIMARY"] + " " + env["PYSPARK_APP_ARGS"])
+	case entryDriverR:
+		return strings.Fields(env["R_PRIMARY"] + " " + env["R_APP_ARGS"])
+	}
+	return nil
 }
 
 // submitArgs is what SparkSubmitArguments makes of a client-mode command line.

@@ -46,6 +46,8 @@ type Driver struct {
 	confMap   string // the executor ConfigMap (3.x+), "" if none
 	localDirs []string
 	ids       ids
+	mainClass string // --class
+	primary   string // the primary resource spark-submit runs
 
 	mu     sync.Mutex
 	nextID int
@@ -103,10 +105,11 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	for _, a := range append(append([]string{}, ctr.Command...), ctr.Args...) {
 		argv = append(argv, expandVars(a, lookup))
 	}
-	rest, err := sparkArgs(argv)
+	entry, rest, err := sparkArgs(argv)
 	if err != nil {
 		return nil, err
 	}
+	rest = append(rest, entryArgs(entry, d.env)...)
 	bind := d.env["SPARK_DRIVER_BIND_ADDRESS"]
 	cmdline := []string{"--conf", "spark.driver.bindAddress=" + bind}
 	if !t.oldConfMap {
@@ -126,6 +129,12 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	maps.Copy(conf, args.conf)
 	maps.Copy(conf, args.flags)
 	d.conf = conf
+	d.mainClass, d.primary = args.mainClass, args.primary
+	if d.usesDriverPodIP() {
+		// SparkContext (4.1, SPARK-53944): on Kubernetes with useDriverPodIP the driver's host
+		// becomes its bind address, whatever spark.driver.host said (a --conf included).
+		conf["spark.driver.host"] = conf["spark.driver.bindAddress"]
+	}
 
 	d.ns = conf["spark.kubernetes.namespace"]
 	if d.ns == "" {
@@ -280,6 +289,13 @@ func (d *Driver) createExecutorConfigMap(ctx context.Context) error {
 // Conf returns a copy of the effective conf.
 func (d *Driver) Conf() map[string]string { return maps.Clone(d.conf) }
 
+// MainClass and Primary are what the in-pod spark-submit runs: the --class and the primary
+// resource (for a 2.4 PySpark or R driver, the file its entrypoint appended from the env).
+func (d *Driver) MainClass() string { return d.mainClass }
+
+// Primary is the primary resource; see MainClass.
+func (d *Driver) Primary() string { return d.primary }
+
 // AppID is spark.app.id as the driver sees it.
 func (d *Driver) AppID() string { return d.appID }
 
@@ -328,9 +344,13 @@ func (d *Driver) Executors(ctx context.Context) ([]corev1.Pod, error) {
 	return l.Items, nil
 }
 
-// Stop is the driver's clean stop (KubernetesClusterSchedulerBackend.stop): delete every Service
-// labelled with the app id, then the executors, then (3.x+) the executor ConfigMaps. Like Spark it
-// carries on after a failure; the errors are joined.
+// Stop is the driver's clean stop (KubernetesClusterSchedulerBackend.stop), in its order: delete
+// every Service labelled with the app id; (3.2+, while spark.kubernetes.driver.ownPersistentVolumeClaim
+// holds, true by default since 3.4) every PersistentVolumeClaim labelled with the app id — the
+// driver's own OnDemand claim included, since spark-submit labels it so; then the executors, then
+// (3.x+) the executor ConfigMaps. Like Spark it carries on after a failure; the errors are joined.
+// A JVM that ends through SparkContext.stop (a normal end, or an uncaught exception in the main
+// class, which the shutdown hook turns into a stop) runs it; a killed JVM does not.
 func (d *Driver) Stop(ctx context.Context) error {
 	var errs []error
 	byApp := metav1.ListOptions{LabelSelector: labels.Set{contract.LabelSparkAppSelector: d.appID}.String()}
@@ -340,6 +360,17 @@ func (d *Driver) Stop(ctx context.Context) error {
 		for _, s := range l.Items {
 			if err := d.c.CoreV1().Services(d.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
+			}
+		}
+	}
+	if d.ownsClaims() {
+		if l, err := d.c.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, byApp); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, c := range l.Items {
+				if err := d.c.CoreV1().PersistentVolumeClaims(d.ns).Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
@@ -365,4 +396,14 @@ func (d *Driver) Stop(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownsClaims is spark.kubernetes.driver.ownPersistentVolumeClaim (Config.KUBERNETES_DRIVER_OWN_PVC,
+// 3.2+; its default became true in 3.4, and since SPARK-39965 the clean stop deletes claims only
+// when it holds). 2.4 has neither the setting nor the delete.
+func (d *Driver) ownsClaims() bool {
+	if !d.t.ownClaims {
+		return false
+	}
+	return d.conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] != "false"
 }

@@ -38,25 +38,42 @@ func TestExpandVars(t *testing.T) {
 
 func TestSparkArgs(t *testing.T) {
 	for _, tc := range []struct {
-		argv []string
-		want []string
+		argv  []string
+		entry string
+		want  []string
 	}{
-		{[]string{"driver", "--class", "C"}, []string{"--class", "C"}},
-		{[]string{"/opt/entrypoint.sh", "driver", "x"}, []string{"x"}},
-		{[]string{"/opt/driverset/bin/driverset", "wrap", "--", "/opt/entrypoint.sh", "driver", "--conf", "a=b"}, []string{"--conf", "a=b"}},
-		{[]string{"tini", "-s", "--", "driver"}, []string{}},
-		{[]string{"executor"}, nil},
-		{[]string{"wrap", "--", "/opt/entrypoint.sh", "executor"}, nil},
+		{[]string{"driver", "--class", "C"}, "driver", []string{"--class", "C"}},
+		{[]string{"/opt/entrypoint.sh", "driver", "x"}, "driver", []string{"x"}},
+		{[]string{"/opt/driverset/bin/driverset", "wrap", "--", "/opt/entrypoint.sh", "driver", "--conf", "a=b"}, "driver", []string{"--conf", "a=b"}},
+		{[]string{"tini", "-s", "--", "driver"}, "driver", []string{}},
+		{[]string{"driver-py", "--class", "org.apache.spark.deploy.PythonRunner"}, "driver-py", []string{"--class", "org.apache.spark.deploy.PythonRunner"}},
+		{[]string{"wrap", "--", "/opt/entrypoint.sh", "driver-r", "--conf", "a=b"}, "driver-r", []string{"--conf", "a=b"}},
+		{[]string{"executor"}, "", nil},
+		{[]string{"wrap", "--", "/opt/entrypoint.sh", "executor"}, "", nil},
 	} {
-		got, err := sparkArgs(tc.argv)
+		entry, got, err := sparkArgs(tc.argv)
 		if tc.want == nil {
 			if err == nil {
 				t.Errorf("%q accepted: %q", tc.argv, got)
 			}
 			continue
 		}
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("%q: %q %v, want %q", tc.argv, got, err, tc.want)
+		if err != nil || entry != tc.entry || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q %q %v, want %q %q", tc.argv, entry, got, err, tc.entry, tc.want)
+		}
+	}
+}
+
+// Spark 2.4's entrypoint appends the PySpark/R primary file and its arguments from the env.
+func TestEntryArgs(t *testing.T) {
+	env := map[string]string{"PYSPARK_PRIMARY": "local:///app/pi.py", "PYSPARK_APP_ARGS": "10 20", "R_PRIMARY": "local:///app/pi.R"}
+	for entry, want := range map[string][]string{
+		"driver":    nil,
+		"driver-py": {"local:///app/pi.py", "10", "20"},
+		"driver-r":  {"local:///app/pi.R"},
+	} {
+		if got := entryArgs(entry, env); !slices.Equal(got, want) {
+			t.Errorf("entryArgs(%s) = %q, want %q", entry, got, want)
 		}
 	}
 }
@@ -288,5 +305,8 @@ func TestUseDriverPodIP(t *testing.T) {
 	}
 	if got := d.driverURL(); got != "spark://CoarseGrainedScheduler@10.0.0.7:7078" {
 		t.Errorf("driver URL %q", got)
+	}
+	if got := d.Conf()["spark.driver.host"]; got != "10.0.0.7" {
+		t.Errorf("spark.driver.host = %q, want the bind address (SparkContext sets it so)", got)
 	}
 }

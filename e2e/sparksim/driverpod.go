@@ -22,10 +22,13 @@ const (
 	DriverPort       = 7078
 	BlockManagerPort = 7079
 	UIPort           = 4040
+	// ConnectPort is Spark Connect's default gRPC port, on the 4.1 driver Service.
+	ConnectPort = 15002
 
 	PortNameDriverRPC    = "driver-rpc-port"
 	PortNameBlockManager = "blockmanager"
 	PortNameUI           = "spark-ui"
+	PortNameConnect      = "spark-connect"
 
 	// SparkConfDir is where the properties ConfigMap is mounted; SparkConfPath the file.
 	SparkConfDir  = "/opt/spark/conf"
@@ -38,6 +41,9 @@ const (
 	LabelResourceProfile = "spark-exec-resourceprofile-id"
 
 	localDirVolume = "spark-local-dir-1"
+	// Spark 2.4's entrypoint commands for PySpark and R drivers (3.0 merged them into "driver").
+	entryDriverPy = "driver-py"
+	entryDriverR  = "driver-r"
 	// maxServiceName is the longest driver Service name Spark uses before it falls back to a
 	// random one (KUBERNETES_LABEL_MAX_LENGTH / DNS label).
 	maxServiceName = 63
@@ -173,6 +179,9 @@ func (b driverBuilder) build(now time.Time) error {
 	props["spark.driver.port"] = strconv.Itoa(DriverPort)
 	props["spark.driver.blockManager.port"] = strconv.Itoa(BlockManagerPort)
 	props["spark.kubernetes.resource.type"] = "java"
+	if b.app.PyFile != "" {
+		props["spark.kubernetes.resource.type"] = "python"
+	}
 	if t.fixedExecutorPrefix {
 		props["spark.kubernetes.executor.podNamePrefix"] = p.Prefix
 	} else {
@@ -206,13 +215,25 @@ func (b driverBuilder) build(now time.Time) error {
 	if b.app.ProxyUser != "" && !t.oldConfMap {
 		args = append(args, "--proxy-user", b.app.ProxyUser)
 	}
-	primary := b.app.resource()
-	if t.oldConfMap {
+	switch primary := b.app.resource(); {
+	case t.oldConfMap && b.app.PyFile != "":
+		// 2.4's DriverCommandFeatureStep for Python: its own entry, the file and the arguments in
+		// the env, which the entrypoint appends after "$@".
+		args = []string{entryDriverPy, "--properties-file", SparkConfPath, "--class", b.app.mainClass()}
+		env = append(env, corev1.EnvVar{Name: "PYSPARK_PRIMARY", Value: primary},
+			corev1.EnvVar{Name: "PYSPARK_MAJOR_PYTHON_VERSION", Value: "2"})
+		if len(b.app.AppArgs) > 0 {
+			env = append(env, corev1.EnvVar{Name: "PYSPARK_APP_ARGS", Value: strings.Join(b.app.AppArgs, " ")})
+		}
+	case t.oldConfMap:
 		// 2.4's JavaDriverFeatureStep: the jar travels in spark.jars, the argument is a marker.
-		primary = "spark-internal"
+		args = append(args, "--properties-file", SparkConfPath, "--class", b.app.mainClass(), "spark-internal")
+		args = append(args, b.app.AppArgs...)
+	default:
+		// 3.0+: every language starts with "driver" (SPARK-25875), PySpark with PythonRunner.
+		args = append(args, "--properties-file", SparkConfPath, "--class", b.app.mainClass(), primary)
+		args = append(args, b.app.AppArgs...)
 	}
-	args = append(args, "--properties-file", SparkConfPath, "--class", b.app.mainClass(), primary)
-	args = append(args, b.app.AppArgs...)
 
 	confVolume := "spark-conf-volume-driver"
 	cmSource := &corev1.ConfigMapVolumeSource{
@@ -260,22 +281,29 @@ func (b driverBuilder) build(now time.Time) error {
 		annotations = nil
 	}
 	ns := conf["spark.kubernetes.namespace"]
+	spec := corev1.PodSpec{
+		RestartPolicy:      corev1.RestartPolicyNever,
+		ServiceAccountName: conf["spark.kubernetes.authenticate.driver.serviceAccountName"],
+		NodeSelector:       nodeSelector,
+		ImagePullSecrets:   pullSecrets(conf),
+		Volumes: []corev1.Volume{
+			{Name: localDirVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: confVolume, VolumeSource: corev1.VolumeSource{ConfigMap: cmSource}},
+		},
+	}
+	if port := connectPort(conf); t.connectPort && port != 0 {
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: PortNameConnect, ContainerPort: port, Protocol: corev1.ProtocolTCP})
+	}
+	if p.Claims, err = b.mountPVCs(&spec, &container); err != nil {
+		return err
+	}
+	spec.Containers = []corev1.Container{container}
 	p.DriverPod = &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.DriverPodName, Namespace: ns, Labels: labels, Annotations: annotations,
 		},
-		Spec: corev1.PodSpec{
-			RestartPolicy:      corev1.RestartPolicyNever,
-			ServiceAccountName: conf["spark.kubernetes.authenticate.driver.serviceAccountName"],
-			NodeSelector:       nodeSelector,
-			ImagePullSecrets:   pullSecrets(conf),
-			Containers:         []corev1.Container{container},
-			Volumes: []corev1.Volume{
-				{Name: localDirVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: confVolume, VolumeSource: corev1.VolumeSource{ConfigMap: cmSource}},
-			},
-		},
+		Spec: spec,
 	}
 
 	// The ConfigMap (KubernetesClientUtils.buildConfigMap; 2.4: Client.buildConfigMap).
@@ -309,6 +337,10 @@ func (b driverBuilder) build(now time.Time) error {
 			},
 		},
 	}
+	if port := connectPort(conf); t.connectPort && port != 0 { // a port of 0 is invalid: Spark leaves it out
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: PortNameConnect, Port: port,
+			TargetPort: intstr.FromInt32(port), AppProtocol: ptr.To("grpc")})
+	}
 	if !t.oldConfMap {
 		svcLabels := prefixed(conf, "spark.kubernetes.driver.service.label.")
 		svcLabels[contract.LabelSparkAppSelector] = p.AppID
@@ -321,6 +353,14 @@ func (b driverBuilder) build(now time.Time) error {
 	}
 	p.Service = svc
 	return nil
+}
+
+// connectPort is spark.connect.grpc.binding.port, default ConnectPort.
+func connectPort(conf map[string]string) int32 {
+	if v, err := strconv.ParseInt(conf["spark.connect.grpc.binding.port"], 10, 32); err == nil {
+		return int32(v)
+	}
+	return ConnectPort
 }
 
 func pullSecrets(conf map[string]string) []corev1.LocalObjectReference {

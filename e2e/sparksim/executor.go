@@ -208,12 +208,13 @@ func (d *Driver) executorPod(id int) (*corev1.Pod, error) {
 	}, nil
 }
 
-// driverURL is the RpcEndpointAddress executors dial: spark.driver.host and spark.driver.port,
-// or on 4.1 with spark.kubernetes.executor.useDriverPodIP the driver pod's IP.
+// driverURL is the RpcEndpointAddress executors dial (BasicExecutorFeatureStep): spark.driver.host
+// and spark.driver.port, or on 4.1 with spark.kubernetes.executor.useDriverPodIP
+// spark.driver.bindAddress, the pod IP of the container the JVM runs in.
 func (d *Driver) driverURL() string {
 	host := d.conf["spark.driver.host"]
-	if d.t.driverPodIPOption && d.conf["spark.kubernetes.executor.useDriverPodIP"] == "true" {
-		host = d.ownPod.Status.PodIP
+	if d.usesDriverPodIP() {
+		host = d.conf["spark.driver.bindAddress"]
 	}
 	if host == "" {
 		host = d.conf["spark.driver.bindAddress"]
@@ -223,6 +224,11 @@ func (d *Driver) driverURL() string {
 		port = strconv.Itoa(DriverPort)
 	}
 	return fmt.Sprintf("spark://CoarseGrainedScheduler@%s:%s", host, port)
+}
+
+// usesDriverPodIP is spark.kubernetes.executor.useDriverPodIP (4.1+; off by default).
+func (d *Driver) usesDriverPodIP() bool {
+	return d.t.driverPodIPOption && d.conf["spark.kubernetes.executor.useDriverPodIP"] == "true"
 }
 
 // javaOpts are the executor's SPARK_JAVA_OPT_n: spark.executor.extraJavaOptions (split on

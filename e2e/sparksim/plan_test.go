@@ -34,6 +34,7 @@ func TestPlanShapes(t *testing.T) {
 		fixedPrefix   bool
 		svcLabelled   bool
 		immutableConf bool
+		svcPorts      []string
 	}{{
 		v:          Spark24,
 		prefix:     regexp.MustCompile(`^spark-pi-1767323045678$`),
@@ -42,6 +43,7 @@ func TestPlanShapes(t *testing.T) {
 		labels:     []string{"spark-app-selector", "spark-role"},
 		env:        []string{"SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary:    "spark-internal", fixedPrefix: true,
+		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040"},
 	}, {
 		v:          Spark35,
 		prefix:     regexp.MustCompile(`^spark-pi-[0-9a-f]{6}[0-9a-f]{1,10}$`),
@@ -50,6 +52,7 @@ func TestPlanShapes(t *testing.T) {
 		labels:  []string{"spark-app-name", "spark-app-selector", "spark-role", "spark-version"},
 		env:     []string{"SPARK_USER", "SPARK_APPLICATION_ID", "SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary: DefaultResource, svcLabelled: true, immutableConf: true,
+		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040"},
 	}, {
 		v:          Spark41,
 		prefix:     regexp.MustCompile(`^spark-pi-[0-9a-f]{6}[0-9a-f]{1,10}$`),
@@ -58,6 +61,8 @@ func TestPlanShapes(t *testing.T) {
 		labels:  []string{"spark-app-name", "spark-app-selector", "spark-role", "spark-version"},
 		env:     []string{"SPARK_USER", "SPARK_APPLICATION_ID", "SPARK_DRIVER_BIND_ADDRESS", "SPARK_LOCAL_DIRS", "SPARK_CONF_DIR"},
 		primary: DefaultResource, svcLabelled: true, immutableConf: true,
+		// 4.1 adds Spark Connect's gRPC port to the driver container and Service (SPARK-52193).
+		svcPorts: []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040", "spark-connect:15002"},
 	}}
 	for _, tc := range tests {
 		t.Run(string(tc.v), func(t *testing.T) {
@@ -119,8 +124,8 @@ func TestPlanShapes(t *testing.T) {
 			for _, cp := range ctr.Ports {
 				ports = append(ports, cp.Name+":"+strconv.Itoa(int(cp.ContainerPort)))
 			}
-			if want := []string{"driver-rpc-port:7078", "blockmanager:7079", "spark-ui:4040"}; !slices.Equal(ports, want) {
-				t.Errorf("ports %v, want %v", ports, want)
+			if !slices.Equal(ports, tc.svcPorts) {
+				t.Errorf("container ports %v, want those of the Service %v", ports, tc.svcPorts)
 			}
 			if got := ctr.Resources.Requests.Memory().String(); got != "1408Mi" || ctr.Resources.Limits.Memory().String() != "1408Mi" {
 				t.Errorf("memory request/limit %s/%s, want 1408Mi (1024 + 384)", got, ctr.Resources.Limits.Memory())
@@ -142,8 +147,15 @@ func TestPlanShapes(t *testing.T) {
 			}
 
 			svc := p.Service
-			if svc.Spec.ClusterIP != corev1.ClusterIPNone || !maps.Equal(svc.Spec.Selector, pod.Labels) || len(svc.Spec.Ports) != 3 {
-				t.Errorf("service is not headless with the driver's labels and 3 ports: %+v", svc.Spec)
+			if svc.Spec.ClusterIP != corev1.ClusterIPNone || !maps.Equal(svc.Spec.Selector, pod.Labels) {
+				t.Errorf("service is not headless with the driver's labels: %+v", svc.Spec)
+			}
+			var svcPorts []string
+			for _, sp := range svc.Spec.Ports {
+				svcPorts = append(svcPorts, sp.Name+":"+strconv.Itoa(int(sp.Port)))
+			}
+			if !slices.Equal(svcPorts, tc.svcPorts) {
+				t.Errorf("service ports %v, want %v", svcPorts, tc.svcPorts)
 			}
 			if (svc.Labels[contract.LabelSparkAppSelector] == p.AppID) != tc.svcLabelled {
 				t.Errorf("service labels %v", svc.Labels)

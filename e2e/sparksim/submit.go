@@ -30,6 +30,10 @@ type SubmitOptions struct {
 	WaitAppCompletion bool
 	// Log receives what spark-submit logs: each pod status it sees (phase and container states).
 	Log io.Writer
+	// WatchResets, when set, makes each value received end the open watch as an HTTP 410 (Gone,
+	// "too old resource version") from the apiserver would: a test's way to put a watch reset at
+	// a chosen moment.
+	WatchResets <-chan struct{}
 }
 
 // Result is what one spark-submit run did.
@@ -41,6 +45,9 @@ type Result struct {
 	FinalPhase corev1.PodPhase
 	// Deleted: the wait ended because the pod was deleted.
 	Deleted bool
+	// Lost: after (re-)opening its watch spark-submit did not find the pod: it went away unseen,
+	// and spark-submit (3.x/4.x) now waits for a pod of that name, in practice forever.
+	Lost bool
 	// Phases is each distinct phase seen, in order.
 	Phases []corev1.PodPhase
 	// ExitCode is spark-submit's: 1 when it died on an exception (pod create refused, Service or
@@ -52,13 +59,14 @@ type Result struct {
 //  1. (2.4 only) opens the watch on the driver pod's name;
 //  2. POSTs the driver pod — if refused, returns the apiserver's error with ExitCode 1 and creates
 //     nothing else;
-//  3. creates the driver Service, then the ConfigMap, each owned by the pod (create-or-replace in
+//  3. creates the driver Service, the driver's claims, then the ConfigMap, each owned by the pod (create-or-replace in
 //     2.4/3.x, server-side apply in 4.x); if that fails it deletes the pod and returns the error;
 //  4. if o.WaitAppCompletion, watches the pod by name (fieldSelector metadata.name) until its
 //     phase is Succeeded or Failed or it is deleted. 3.x/4.x re-open an expired watch (410 Gone)
-//     from a fresh GET, as Spark's loop does; 2.4 ends its wait when the watch reports an error,
-//     as its watcher does. A watch the server simply closes is re-opened from the last
-//     resourceVersion (the fabric8 client reconnects silently).
+//     and hand a fresh GET to the watcher, as Spark's loop does — a pod not found then is not an
+//     end: spark-submit keeps waiting (Result.Lost), until ctx ends; 2.4 ends its wait when the
+//     watch reports an error, as its watcher does. A watch the server simply closes is re-opened
+//     from the last resourceVersion (the fabric8 client reconnects silently).
 //
 // The error is non-nil exactly when spark-submit would have died (ExitCode 1), or when ctx ended.
 func Submit(ctx context.Context, c kubernetes.Interface, app App, o SubmitOptions) (*Result, error) {
@@ -78,7 +86,7 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	res := &Result{ExitCode: 1, Plan: plan}
 	t, _ := plan.Version.traits()
 	pods := c.CoreV1().Pods(plan.DriverPod.Namespace)
-	w := &podWatch{pods: pods, name: plan.DriverPodName, res: res, log: log, t: t}
+	w := &podWatch{pods: pods, name: plan.DriverPodName, res: res, log: log, t: t, resets: o.WatchResets}
 
 	if t.watchBeforeCreate {
 		if err := w.open(ctx, ""); err != nil {
@@ -97,7 +105,13 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	svc, cm := plan.Service.DeepCopy(), plan.ConfigMap.DeepCopy()
 	svc.OwnerReferences = []metav1.OwnerReference{owner}
 	cm.OwnerReferences = []metav1.OwnerReference{owner}
-	if err := createOthers(ctx, c, t, svc, cm); err != nil {
+	var claims []*corev1.PersistentVolumeClaim
+	for _, pvc := range plan.Claims {
+		pvc = pvc.DeepCopy()
+		pvc.OwnerReferences = []metav1.OwnerReference{owner}
+		claims = append(claims, pvc)
+	}
+	if err := createOthers(ctx, c, t, svc, claims, cm); err != nil {
 		if derr := pods.Delete(ctx, created.Name, metav1.DeleteOptions{}); derr != nil {
 			err = errors.Join(err, fmt.Errorf("deleting driver pod after failure: %w", derr))
 		}
@@ -118,8 +132,10 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	return res, nil
 }
 
-// createOthers creates the Service and then the ConfigMap, in Spark's resource-list order.
-func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *corev1.Service, cm *corev1.ConfigMap) error {
+// createOthers creates the Service, the driver's claims and then the ConfigMap, in Spark's
+// resource-list order (the feature steps' resources — DriverServiceFeatureStep before
+// MountVolumesFeatureStep — then Client.run's ConfigMap).
+func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *corev1.Service, claims []*corev1.PersistentVolumeClaim, cm *corev1.ConfigMap) error {
 	if t.serverSideApply {
 		force := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}
 		body, err := applyBody(svc)
@@ -128,6 +144,14 @@ func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *co
 		}
 		if _, err := c.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.ApplyPatchType, body, force); err != nil {
 			return err
+		}
+		for _, pvc := range claims {
+			if body, err = applyBody(pvc); err != nil {
+				return err
+			}
+			if _, err := c.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.ApplyPatchType, body, force); err != nil {
+				return err
+			}
 		}
 		if body, err = applyBody(cm); err != nil {
 			return err
@@ -148,6 +172,21 @@ func createOthers(ctx context.Context, c kubernetes.Interface, t traits, svc *co
 		}
 	} else if err != nil {
 		return err
+	}
+	for _, pvc := range claims {
+		pvcs := c.CoreV1().PersistentVolumeClaims(pvc.Namespace)
+		if _, err := pvcs.Create(ctx, pvc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			old, gerr := pvcs.Get(ctx, pvc.Name, metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
+			}
+			pvc.ResourceVersion = old.ResourceVersion
+			if _, err := pvcs.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
 	}
 	cms := c.CoreV1().ConfigMaps(cm.Namespace)
 	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
@@ -187,11 +226,12 @@ type podWatch struct {
 		Get(context.Context, string, metav1.GetOptions) (*corev1.Pod, error)
 		Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
 	}
-	name string
-	res  *Result
-	log  io.Writer
-	t    traits
-	w    watch.Interface
+	name   string
+	res    *Result
+	log    io.Writer
+	t      traits
+	w      watch.Interface
+	resets <-chan struct{}
 }
 
 func (p *podWatch) open(ctx context.Context, rv string) error {
@@ -245,6 +285,10 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.resets:
+			if done, err := p.gone(ctx, &rv); done || err != nil {
+				return err
+			}
 		case ev, ok := <-p.w.ResultChan():
 			if !ok {
 				// The server ended the watch (timeout): reconnect where it stopped.
@@ -278,16 +322,12 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 				status, _ := ev.Object.(*metav1.Status)
 				gone := status != nil && (status.Code == http.StatusGone || status.Reason == metav1.StatusReasonExpired ||
 					status.Reason == metav1.StatusReasonGone)
-				if !gone || !p.t.restartWatchOnGone {
-					// Spark's watcher treats an ERROR action (and, in 2.4, any close) as the end.
+				if !gone {
+					// Spark's watcher treats an ERROR action as the end.
 					p.finished()
 					return nil
 				}
-				p.close()
-				if err := p.open(ctx, ""); err != nil {
-					return err
-				}
-				if done, err := p.refresh(ctx, &rv); done || err != nil {
+				if done, err := p.gone(ctx, &rv); done || err != nil {
 					return err
 				}
 			}
@@ -295,13 +335,32 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 	}
 }
 
-// refresh GETs the pod and observes it; a pod that is gone counts as deleted.
+// gone is what spark-submit does when its watch ends with HTTP 410: 3.x/4.x open a new watch
+// and send the pod as it is now to the watcher (Client.run's loop); 2.4's watcher takes any
+// close as the end of the application.
+func (p *podWatch) gone(ctx context.Context, rv *string) (bool, error) {
+	if !p.t.restartWatchOnGone {
+		p.finished()
+		return true, nil
+	}
+	p.close()
+	if err := p.open(ctx, ""); err != nil {
+		return false, err
+	}
+	return p.refresh(ctx, rv)
+}
+
+// refresh GETs the pod and hands it to the watcher, as Client.run does right after opening a
+// watch (watcher.eventReceived(MODIFIED, podWithName.get())). A pod that is not found is handed
+// over as null: LoggingPodStatusWatcherImpl logs the state "unknown" and keeps waiting, on a
+// watch of a name that no longer exists — so spark-submit waits until a pod of that name
+// appears, which for a deleted driver pod is forever.
 func (p *podWatch) refresh(ctx context.Context, rv *string) (bool, error) {
 	pod, err := p.pods.Get(ctx, p.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		p.res.Deleted = true
-		p.finished()
-		return true, nil
+		p.res.Lost = true
+		fmt.Fprintf(p.log, "State changed, new state: unknown\n")
+		return false, nil
 	}
 	if err != nil {
 		return false, err

@@ -238,3 +238,60 @@ func TestSubmitRestartsAnExpiredWatch(t *testing.T) {
 		t.Errorf("after an expired watch: %v %+v", err, res)
 	}
 }
+
+// A driver pod deleted while spark-submit's watch is being reset (HTTP 410) is never seen going:
+// 3.x/4.x open a new watch on a name that no longer exists and wait forever
+// (Client.run's loop, LoggingPodStatusWatcherImpl: a null pod is not a completion); 2.4's
+// watcher ends on the close.
+func TestSubmitWaitsForeverForAPodLostInAWatchReset(t *testing.T) {
+	for _, tc := range []struct {
+		v     Version
+		hangs bool
+	}{{Spark24, false}, {Spark35, true}, {Spark41, true}} {
+		t.Run(string(tc.v), func(t *testing.T) {
+			c := newFake(t)
+			opened := watchOpened(c)
+			plan, _ := testApp(tc.v).Plan()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resets := make(chan struct{})
+			done := make(chan struct{})
+			var res *Result
+			var err error
+			go func() {
+				defer close(done)
+				res, err = SubmitPlan(ctx, c, plan, SubmitOptions{WaitAppCompletion: true, WatchResets: resets})
+			}()
+			<-opened
+			for {
+				if _, gerr := c.CoreV1().Pods("apps").Get(ctx, plan.DriverPodName, metav1.GetOptions{}); gerr == nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			setPhase(t, c, plan.DriverPodName, corev1.PodRunning, 0)
+			time.Sleep(50 * time.Millisecond)
+			// The pod goes while no watch is open: the reset comes first, the delete before the re-watch.
+			c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+				_ = c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "apps", plan.DriverPodName)
+				return false, nil, nil
+			})
+			resets <- struct{}{}
+			select {
+			case <-done:
+				if tc.hangs {
+					t.Fatalf("spark-submit returned (%+v, %v); Spark %s waits forever", res, err, tc.v)
+				}
+			case <-time.After(500 * time.Millisecond):
+				if !tc.hangs {
+					t.Fatalf("spark-submit %s still waits after its watch closed", tc.v)
+				}
+				cancel()
+				<-done
+				if !res.Lost || res.Deleted {
+					t.Errorf("result %+v: want Lost, not Deleted", res)
+				}
+			}
+		})
+	}
+}

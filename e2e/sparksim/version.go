@@ -53,6 +53,13 @@ type traits struct {
 	resourceProfiles bool
 	// driverPodIPOption: spark.kubernetes.executor.useDriverPodIP exists (4.1).
 	driverPodIPOption bool
+	// ownClaims: the clean stop deletes the PersistentVolumeClaims labelled with the app id while
+	// spark.kubernetes.driver.ownPersistentVolumeClaim holds, true by default (3.4+).
+	ownClaims bool
+	// connectPort: the driver container and the driver Service also have the Spark Connect port,
+	// "spark-connect" (spark.connect.grpc.binding.port, default 15002; the Service's with
+	// appProtocol grpc): BasicDriverFeatureStep and DriverServiceFeatureStep, SPARK-52193, 4.1.
+	connectPort bool
 }
 
 func (v Version) traits() (traits, error) {
@@ -61,10 +68,11 @@ func (v Version) traits() (traits, error) {
 		return traits{release: "2.4.8", oldConfMap: true, fixedExecutorPrefix: true, watchBeforeCreate: true}, nil
 	case Spark35:
 		return traits{release: "3.5.7", versionLabels: true, restartWatchOnGone: true,
-			execConfigMap: true, resourceProfiles: true}, nil
+			execConfigMap: true, resourceProfiles: true, ownClaims: true}, nil
 	case Spark41:
 		return traits{release: "4.1.2", versionLabels: true, serverSideApply: true, restartWatchOnGone: true,
-			minOverheadConf: true, execConfigMap: true, resourceProfiles: true, driverPodIPOption: true}, nil
+			minOverheadConf: true, execConfigMap: true, resourceProfiles: true, driverPodIPOption: true, ownClaims: true,
+			connectPort: true}, nil
 	}
 	return traits{}, fmt.Errorf("sparksim: unsupported Spark version %q (want %s, %s or %s)", v, Spark24, Spark35, Spark41)
 }

@@ -69,7 +69,7 @@ func run() int {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stdout, format+"\n", args...) }
 	var code int
 	switch os.Args[1] {
-	case "driver":
+	case "driver", "driver-py", "driver-r": // 2.4 starts PySpark and R drivers with its own entries
 		code = runDriver(term, logf)
 	case "executor":
 		code = executor{
