@@ -3,6 +3,7 @@
 # keyed by version, and prints on stdout what it made, one per line:
 #   jre <path of jre.tar>
 #   spark <version> <Scala version> <path of spark-<version>>
+#   pyspark <version> <path of pyspark-<version>/layer.tar>
 # Below that folder:
 #
 #   jre.tar              an image root file system: Debian with OpenJDK 17's JRE, tini and a
@@ -10,6 +11,8 @@
 #   spark-<v>-r<recipe>/jars/       Spark <v>'s jars and their dependencies, from Maven Central
 #   spark-<v>-r<recipe>/RELEASE     marks the folder as a Spark distribution for Spark's launcher
 #   spark-<v>-r<recipe>/layer.tar   an image layer: the jars and RELEASE at /opt/spark
+#   pyspark-<v>/layer.tar           an image layer: PySpark's and py4j's Python packages at
+#                                   /opt/spark/python (for PYSPARK_VERSIONS only; from PyPI)
 #
 # The same folders serve spark-submit on the host (SPARK_HOME=spark-<v>-r<recipe>) and the image
 # the nodes run. A part that is complete (its .done stamp exists) is reused as is. Cold: about
@@ -97,8 +100,29 @@ POM
   touch "$dir/.done"
 done
 
+for v in $PYSPARK_VERSIONS; do
+  dir="$out/pyspark-$v"
+  [[ -f "$dir/.done" ]] && continue
+  py4j_var="PY4J_${v//./_}"
+  py4j=${!py4j_var:?"no py4j version for PySpark $v in spark-versions.env"}
+  rm -rf "$dir" && mkdir -p "$dir/dl" "$dir/stage/opt/spark/python"
+  log "fetching PySpark $v and py4j $py4j from PyPI"
+  pip download --quiet --no-deps --no-binary :all: "pyspark==$v" -d "$dir/dl" >&2
+  pip download --quiet --no-deps --only-binary :all: "py4j==$py4j" -d "$dir/dl" >&2
+  tar -xzf "$dir/dl/pyspark-$v.tar.gz" -C "$dir/dl" "pyspark-$v/pyspark"
+  mv "$dir/dl/pyspark-$v/pyspark" "$dir/stage/opt/spark/python/"
+  python3 -m zipfile -e "$dir/dl"/py4j-"$py4j"-*.whl "$dir/dl/py4j"
+  mv "$dir/dl/py4j/py4j" "$dir/stage/opt/spark/python/"
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --mode=a+rX -C "$dir/stage" -cf "$dir/layer.tar" opt
+  rm -rf "$dir/dl" "$dir/stage"
+  touch "$dir/.done"
+done
+
 echo "jre $jre/jre.tar"
 for v in $SPARK_VERSIONS; do
   scala_var="SPARK_SCALA_${v//./_}"
   echo "spark $v ${!scala_var} $out/spark-$v-r$SPARK_RECIPE"
+done
+for v in $PYSPARK_VERSIONS; do
+  echo "pyspark $v $out/pyspark-$v/layer.tar"
 done

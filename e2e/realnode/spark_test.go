@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/spark"
 )
 
@@ -103,6 +105,14 @@ type seenDriver struct {
 // spark-submit has returned.
 func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T, *sparkRun)) *sparkRun {
 	t.Helper()
+	return runSparkJob(t, d, sparkJob{resilient: resilient}, during)
+}
+
+// sparkJob says how to submit: opted in or not, the JVM job or the PySpark one.
+type sparkJob struct{ resilient, python bool }
+
+func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
+	t.Helper()
 	ns := namespace(t, nil)
 	name := "pi"
 	conf := map[string]string{
@@ -122,12 +132,12 @@ func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T
 		"spark.kubernetes.driver.requestTimeout":        "60000",
 		"spark.kubernetes.driver.connectionTimeout":     "60000",
 	}
-	if resilient {
+	if job.resilient {
 		conf["spark.kubernetes.driver.label."+contract.LabelResilient] = "true"
 	}
 	r := &sparkRun{
 		app: spark.App{Dist: d, Master: bed.cluster.Config.Host, Namespace: ns, Name: name, Conf: conf,
-			Args: []string{fmt.Sprint(sparkSlices), fmt.Sprint(sparkSliceMillis)}},
+			Args: []string{fmt.Sprint(sparkSlices), fmt.Sprint(sparkSliceMillis)}, Python: job.python},
 		names:     contract.NamesFor(name + "-driver"),
 		done:      make(chan struct{}),
 		drivers:   map[string]*seenDriver{},
@@ -158,7 +168,7 @@ func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T
 	if ctx.Err() != nil && r.Running() {
 		t.Fatalf("spark-submit did not return within %s\n%s", sparkRunBound, r.out.String())
 	}
-	t.Logf("spark-submit (Spark %s, driverset %v) returned %d after %s", d.Version, resilient, r.code, time.Since(start).Round(time.Second))
+	t.Logf("spark-submit (Spark %s, %+v) returned %d after %s", d.Version, job, r.code, time.Since(start).Round(time.Second))
 	if t.Failed() {
 		t.Logf("spark-submit's output:\n%s", r.out.String())
 		r.logDrivers(t)
@@ -561,4 +571,57 @@ func (r *sparkRun) logsText() []string {
 		out = append(out, d.log)
 	}
 	return out
+}
+
+// TestRealPySpark: a PySpark driver (spark-submit of a .py file: the driver container runs
+// `driver` with Spark's PythonRunner) is taken over like any other, and its job runs on Python
+// workers in executors that found the driver at the stable name. The result is checked against
+// the same slices computed by the host's python3 without Spark.
+func TestRealPySpark(t *testing.T) {
+	var dists []spark.Dist
+	for _, d := range bed.images.spark {
+		if d.Python != "" {
+			dists = append(dists, d)
+		}
+	}
+	if len(dists) == 0 {
+		t.Skipf("no chosen Spark version has PySpark (%s, PYSPARK_VERSIONS)", sparkVersionsEnv)
+	}
+	want := pythonPi(t)
+	for _, d := range dists {
+		t.Run(d.Version, func(t *testing.T) {
+			r := runSparkJob(t, d, sparkJob{resilient: true, python: true}, nil)
+			r.expectSucceeded(t)
+			r.expectStableName(t)
+			if got := r.result(t); got != want {
+				t.Errorf("the PySpark job printed %q; python3 alone computes %q", got, want)
+			}
+			converted := false
+			for _, dr := range r.driverLogs() {
+				converted = converted || dr.pod == r.names.DriverPodName()
+			}
+			if !converted {
+				t.Errorf("the driver did not run in %s: not converted", r.names.DriverPodName())
+			}
+		})
+	}
+}
+
+// pythonPi is the PySpark job's result line, computed by the host's python3 from the job's own
+// slice function.
+func pythonPi(t *testing.T) string {
+	t.Helper()
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`import sys; sys.path.insert(0, %q); import driverset_pi as j
+n = %d
+print("driverset-pi: pi is roughly %%.6f (%%d slices)" %% (4.0 * sum(j.slice_hits(i, 0) for i in range(n)) / (n * j.DARTS), n))`,
+		filepath.Join(root, "e2e", "spark", "job"), sparkSlices)
+	out, err := exec.Command("python3", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -22,8 +22,12 @@ type Dist struct {
 	Home string
 	// Layer is the image layer with Home's content at /opt/spark.
 	Layer string
-	// JRE is the image's root file system layer (Debian with OpenJDK 17's JRE, tini, user spark).
+	// JRE is the image's root file system layer (Debian with OpenJDK 17's JRE, python3, tini,
+	// user spark).
 	JRE string
+	// Python is the image layer with PySpark's Python side at /opt/spark/python, or "" when this
+	// version has none (PYSPARK_VERSIONS in hack/spark-versions.env).
+	Python string
 }
 
 // Artifacts runs hack/spark-artifacts.sh from the module at root (a no-op once cached) and
@@ -40,10 +44,12 @@ func Artifacts(ctx context.Context, root string) ([]Dist, error) {
 	return parseArtifacts(out)
 }
 
-// parseArtifacts reads the script's report: "jre PATH" then "spark VERSION SCALA HOME" lines.
+// parseArtifacts reads the script's report: "jre PATH", "spark VERSION SCALA HOME" and
+// "pyspark VERSION LAYER" lines.
 func parseArtifacts(out []byte) ([]Dist, error) {
 	var jre string
 	var dists []Dist
+	python := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -52,6 +58,8 @@ func parseArtifacts(out []byte) ([]Dist, error) {
 			jre = f[1]
 		case len(f) == 4 && f[0] == "spark":
 			dists = append(dists, Dist{Version: f[1], Scala: f[2], Home: f[3], Layer: f[3] + "/layer.tar"})
+		case len(f) == 3 && f[0] == "pyspark":
+			python[f[1]] = f[2]
 		default:
 			return nil, fmt.Errorf("spark: unexpected line from hack/spark-artifacts.sh: %q", sc.Text())
 		}
@@ -59,9 +67,18 @@ func parseArtifacts(out []byte) ([]Dist, error) {
 	if jre == "" || len(dists) == 0 {
 		return nil, fmt.Errorf("spark: hack/spark-artifacts.sh named no JRE or no Spark:\n%s", out)
 	}
+	for v := range python {
+		if _, err := Find(dists, v); err != nil {
+			return nil, fmt.Errorf("spark: PySpark %s has no Spark of its version", v)
+		}
+	}
 	for i := range dists {
 		dists[i].JRE = jre
-		for _, p := range []string{jre, dists[i].Layer, filepath.Join(dists[i].Home, "RELEASE")} {
+		dists[i].Python = python[dists[i].Version]
+		for _, p := range []string{jre, dists[i].Layer, filepath.Join(dists[i].Home, "RELEASE"), dists[i].Python} {
+			if p == "" {
+				continue
+			}
 			if _, err := os.Stat(p); err != nil {
 				return nil, fmt.Errorf("spark: Spark %s: %w", dists[i].Version, err)
 			}

@@ -11,6 +11,9 @@ import (
 //go:embed entrypoint.sh
 var entrypoint []byte
 
+//go:embed job/driverset_pi.py
+var pyJob []byte
+
 // Where the image keeps Spark and the job, as Spark's images do.
 const (
 	sparkHome = "/opt/spark"
@@ -18,6 +21,9 @@ const (
 	JobJarPath = sparkHome + "/examples/jars/driverset-pi.jar"
 	// JobClass is the job's main class.
 	JobClass = "DriversetPi"
+	// PyJobPath is the PySpark job in images that have PySpark (Dist.Python).
+	PyJobPath  = sparkHome + "/examples/src/main/python/driverset_pi.py"
+	pythonPath = sparkHome + "/python"
 )
 
 // ImageName is the name Spark version's image gets on the nodes.
@@ -27,7 +33,7 @@ func ImageName(version string) string { return "driverset.test/spark:" + version
 // driverset expects of Spark images (contract.DefaultEntrypoint), and the job's jar; user spark
 // (185), working in /opt/spark/work-dir.
 func (d Dist) Image(job []byte) images.Image {
-	return images.Image{
+	img := images.Image{
 		Name:       ImageName(d.Version),
 		BaseLayers: []string{d.JRE, d.Layer},
 		Files: []images.File{
@@ -47,4 +53,12 @@ func (d Dist) Image(job []byte) images.Image {
 		User:       "185",
 		WorkingDir: sparkHome + "/work-dir",
 	}
+	if d.Python != "" {
+		// PySpark: its packages where PYTHONPATH finds them, for the driver's PythonRunner and
+		// the executors' Python workers alike, and the PySpark job.
+		img.BaseLayers = append(img.BaseLayers, d.Python)
+		img.Env = append(img.Env, "PYTHONPATH="+pythonPath, "PYSPARK_PYTHON=python3")
+		img.Files = append(img.Files, images.File{Path: PyJobPath, Mode: 0o644, Data: pyJob})
+	}
+	return img
 }

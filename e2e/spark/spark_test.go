@@ -52,11 +52,18 @@ func TestParseArtifacts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := parseArtifacts([]byte("jre " + jre + "\nspark 3.5.6 2.12 " + home + "\n"))
+	py := filepath.Join(dir, "pyspark-3.5.6", "layer.tar")
+	if err := os.MkdirAll(filepath.Dir(py), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(py, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseArtifacts([]byte("jre " + jre + "\nspark 3.5.6 2.12 " + home + "\npyspark 3.5.6 " + py + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Dist{{Version: "3.5.6", Scala: "2.12", Home: home, Layer: filepath.Join(home, "layer.tar"), JRE: jre}}
+	want := []Dist{{Version: "3.5.6", Scala: "2.12", Home: home, Layer: filepath.Join(home, "layer.tar"), JRE: jre, Python: py}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
@@ -92,5 +99,10 @@ func TestSubmitArgs(t *testing.T) {
 		" local:///opt/spark/examples/jars/driverset-pi.jar 24 1000"
 	if got != want {
 		t.Errorf("spark-submit %s\nwant        %s", got, want)
+	}
+	a.Python = true
+	got = strings.Join(a.SubmitArgs(), " ")
+	if strings.Contains(got, "--class") || !strings.Contains(got, " local:///opt/spark/examples/src/main/python/driverset_pi.py 24 1000") {
+		t.Errorf("PySpark: spark-submit %s", got)
 	}
 }

@@ -21,6 +21,7 @@ type App struct {
 	Name      string            // --name: Spark derives the driver pod's name from it
 	Conf      map[string]string // --conf, written in key order
 	Args      []string          // the job's arguments: slices, milliseconds per slice
+	Python    bool              // submit the PySpark job (PyJobPath) instead of the JVM one
 }
 
 // SubmitArgs is the spark-submit command line for a, after "spark-submit".
@@ -29,16 +30,23 @@ func (a App) SubmitArgs() []string {
 		"--master", "k8s://" + a.Master,
 		"--deploy-mode", "cluster",
 		"--name", a.Name,
-		"--class", JobClass,
-		"--conf", "spark.kubernetes.namespace=" + a.Namespace,
-		"--conf", "spark.kubernetes.container.image=" + ImageName(a.Dist.Version),
+	}
+	primary := "local://" + JobJarPath
+	if a.Python {
+		primary = "local://" + PyJobPath
+	} else {
+		args = append(args, "--class", JobClass)
+	}
+	args = append(args,
+		"--conf", "spark.kubernetes.namespace="+a.Namespace,
+		"--conf", "spark.kubernetes.container.image="+ImageName(a.Dist.Version),
 		// No registry here: the image is on every node already.
 		"--conf", "spark.kubernetes.container.image.pullPolicy=Never",
-	}
+	)
 	for _, k := range slices.Sorted(maps.Keys(a.Conf)) {
 		args = append(args, "--conf", k+"="+a.Conf[k])
 	}
-	return append(append(args, "local://"+JobJarPath), a.Args...)
+	return append(append(args, primary), a.Args...)
 }
 
 // SparkSubmit runs the real spark-submit of d on the host with args, as bin/spark-submit does:
