@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real node-packages bench testbed-bin testbed-up testbed-down demo lint build
+.PHONY: test test-unit e2e e2e-real node-packages bench mutate testbed-bin testbed-up testbed-down demo lint build
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages
@@ -72,6 +72,19 @@ lint:
 ## bench: recovery time on each node-loss path, driverset next to a plain StatefulSet, as ratios
 bench: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./e2e/
+
+# Mutation testing with gremlins, run from the Go module proxy at a pinned version (not a
+# dependency of the module). Each mutant is one `go test` of its package: compile and link
+# dominate, so one worker keeps it to one core.
+GREMLINS       ?= github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
+PKGS           ?= convert webhook controller wrap
+MUTATE_WORKERS ?= 1
+
+## mutate: mutation testing (gremlins) of convert, webhook, controller and wrap, one package at a time (PKGS=wrap picks); prints the mutants that lived and each score
+mutate:
+	@set -o pipefail; for p in $(PKGS); do echo "== $$p"; \
+	  $(GO) run $(GREMLINS) unleash --workers $(MUTATE_WORKERS) --test-cpu 1 --timeout-coefficient 10 ./$$p \
+	    | grep -Ev '^ *(KILLED|NOT COVERED|SKIPPED) ' || exit 1; done
 
 .PHONY: help
 ## help: this list (the default goal)
