@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real node-packages bench mutate testbed-bin testbed-up testbed-down demo lint build
+.PHONY: test test-unit e2e e2e-real node-packages bench testbed-bin testbed-up testbed-down demo lint build
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages
@@ -80,6 +80,7 @@ GREMLINS       ?= github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 PKGS           ?= convert webhook controller wrap
 MUTATE_WORKERS ?= 1
 
+.PHONY: mutate
 ## mutate: mutation testing (gremlins) of convert, webhook, controller and wrap, one package at a time (PKGS=wrap picks); prints the mutants that lived and each score
 mutate:
 	@set -o pipefail; for p in $(PKGS); do echo "== $$p"; \
