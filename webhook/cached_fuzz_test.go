@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -17,7 +19,8 @@ import (
 
 // FuzzCachedHandlers feeds arbitrary bytes as the pod of a CREATE request to the executor and the
 // incarnation handler, each against its golden cache. Beyond admitted's contract: the executor
-// handler never refuses, and an executor it patches is tied to a driver driverset runs; a new
+// handler never refuses, an executor it patches is tied to a driver driverset runs, and an
+// executor owned by such a driver (S-0 in the cache) is patched or told why not; a new
 // incarnation that is allowed while executors of its app exist in its namespace is held by the
 // stale-executor gate (unless it is already bound to a node).
 func FuzzCachedHandlers(f *testing.F) {
@@ -30,6 +33,7 @@ func FuzzCachedHandlers(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"namespace":"analytics","labels":{"spark-role":"executor"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"spark-pi-8e3c5a1f0b7d2e49-driver","uid":"6f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f","controller":true}]},"spec":{"containers":[{"name":"e","env":[{"name":"SPARK_DRIVER_URL","value":"spark://CoarseGrainedScheduler@10.0.0.1:7078"}]}]}}`), false)
 	f.Add([]byte(`{"metadata":{"namespace":"analytics","labels":{"spark-role":"driver","driverset.dev/driver":"spark-pi-8e3c5a1f0b7d2e49-driver","spark-app-selector":"spark-8f2c1d4e6a7b4c9d8e0f1a2b3c4d5e6f"}},"spec":{"schedulingGates":null}}`), true)
 	f.Add([]byte(`{"metadata":{"labels":null},"spec":{"containers":null}}`), false)
+	f.Add([]byte(`{"metadata":{"namespace":"analytics","labels":{"spark-role":"executor"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"spark-pi-8e3c5a1f0b7d2e49-driver-0","uid":"0a1b2c3d-0000-4000-8000-000000000002","controller":true}]},"spec":{"containers":[{"name":"e"}]}}`), false)
 	f.Add([]byte(`null`), true)
 	for _, p := range []struct {
 		path        string
@@ -63,6 +67,9 @@ func FuzzCachedHandlers(f *testing.F) {
 			if len(resp.Patches) != 0 && (out == nil || out.Labels[contract.LabelDriver] == "") {
 				t.Fatalf("a patched executor is not tied to a driverset driver: %+v", out)
 			}
+			if len(resp.Patches) == 0 && len(resp.Warnings) == 0 && ownedByDriversetDriver(t, executorCache, in, createRequest(raw, false).Namespace) {
+				t.Fatalf("an executor of a driver driverset runs was left unpatched without a warning: %+v", resp.Result)
+			}
 			return
 		}
 		if !resp.Allowed || in == nil {
@@ -95,4 +102,25 @@ func staleExecutorsExist(t *testing.T, r client.Reader, ns, app string) bool {
 		t.Fatal(err)
 	}
 	return len(list.Items) > 0
+}
+
+// ownedByDriversetDriver: executor e (nil when it does not decode) is not marked yet and its
+// controller is, in the cache, the driver pod of a driverset StatefulSet with the same UID.
+func ownedByDriversetDriver(t *testing.T, r client.Reader, e *corev1.Pod, ns string) bool {
+	t.Helper()
+	if e == nil || e.Labels[contract.LabelSparkRole] != contract.RoleExecutor || hasLabel(e, contract.LabelDriver) {
+		return false
+	}
+	if e.Namespace != "" {
+		ns = e.Namespace
+	}
+	ref := metav1.GetControllerOf(e)
+	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" {
+		return false
+	}
+	var owner corev1.Pod
+	if err := r.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: ref.Name}, &owner); err != nil {
+		return false
+	}
+	return owner.UID == ref.UID && owner.Labels[contract.LabelDriver] != "" && owner.Labels[contract.LabelSparkRole] == contract.RoleDriver
 }

@@ -2,11 +2,15 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driverset/driverset/contract"
@@ -17,7 +21,8 @@ import (
 // in by label or by the namespace policy. Beyond admitted's contract: a Spark driver opted in with
 // the label is either refused or becomes the gated placeholder, with its marks; under the
 // namespace policy, a Spark driver that is allowed is converted the same way, or says in a
-// warning that it runs without driverset.
+// warning that it runs without driverset. A refusal is only ever convert's reason, about a pod
+// it cannot convert: a handler that refused every driver would pass the rest.
 func FuzzHandle(f *testing.F) {
 	// Small seeds: the fuzzer minimizes every new input, which is slow for a full Spark pod.
 	small, err := json.Marshal(sparkDriver())
@@ -44,7 +49,11 @@ func FuzzHandle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, enforced bool) {
 		resp, out := admitted(t, &Driver{Enforced: enforced}, raw)
 		in := decodedPod(raw)
-		if !resp.Allowed || in == nil || in.Labels[contract.LabelSparkRole] != contract.RoleDriver || hasLabel(in, contract.LabelDriver) {
+		if !resp.Allowed {
+			refusedOnlyWhatCannotBeConverted(t, in, resp)
+			return
+		}
+		if in == nil || in.Labels[contract.LabelSparkRole] != contract.RoleDriver || hasLabel(in, contract.LabelDriver) {
 			return
 		}
 		optedIn := in.Labels[contract.LabelResilient] == "true"
@@ -70,4 +79,26 @@ func FuzzHandle(f *testing.F) {
 			t.Fatalf("the placeholder does not record the driver's resources: annotations %v", out.Annotations)
 		}
 	})
+}
+
+// refusedOnlyWhatCannotBeConverted: a decodable pod is refused only with a 403 whose message is the
+// reason convert gives for that very pod; an undecodable one only with a 400.
+func refusedOnlyWhatCannotBeConverted(t *testing.T, in *corev1.Pod, resp admission.Response) {
+	t.Helper()
+	if resp.Result == nil {
+		t.Fatalf("a refusal without a status: %+v", resp)
+	}
+	if in == nil {
+		if resp.Result.Code != http.StatusBadRequest {
+			t.Fatalf("an undecodable pod was answered %d, want 400: %s", resp.Result.Code, resp.Result.Message)
+		}
+		return
+	}
+	var nc *convert.NotConvertible
+	if err := convert.ToPlaceholder(in.DeepCopy()); !errors.As(err, &nc) {
+		t.Fatalf("refused (%d: %s) a pod that convert converts (error %v)", resp.Result.Code, resp.Result.Message, err)
+	}
+	if resp.Result.Code != http.StatusForbidden || resp.Result.Message != nc.Error() {
+		t.Fatalf("refused with %d %q, want 403 with convert's reason %q", resp.Result.Code, resp.Result.Message, nc.Error())
+	}
 }
