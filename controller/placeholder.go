@@ -55,10 +55,13 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		// Deleting P deletes S, H, Spark's ConfigMap and Service through their ownerReferences.
 		return ctrl.Result{}, nil
 	}
-	names := contract.NamesFor(p.Name)
+	names, err := r.namesOf(ctx, &p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
 	container := driverContainer(&p)
-	sts, err := r.ensure(ctx, &p)
+	sts, err := r.ensure(ctx, &p, names)
 	var refused *refusedError
 	if errors.As(err, &refused) {
 		logger.Info("create refused", "error", err.Error())
@@ -169,8 +172,8 @@ func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcom
 // ensure creates H and S for P when they do not exist and returns S. It returns nil (and no
 // error) while an S of the same name belongs to another owner, e.g. an earlier P of the same name
 // that the garbage collector has not finished deleting.
-func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.StatefulSet, error) {
-	svc, err := convert.Service(p)
+func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod, names contract.Names) (*appsv1.StatefulSet, error) {
+	svc, err := convert.ServiceNamed(p, names)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +181,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
 	}
 	opts := r.Convert
+	opts.Names = names
 	var ranges corev1.LimitRangeList
 	if err := r.Client.List(ctx, &ranges, client.InNamespace(p.Namespace)); err != nil {
 		return nil, err
@@ -205,7 +209,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	if created {
 		r.event(p, want, corev1.EventTypeNormal, "Converted",
 			"driverset runs this driver as StatefulSet %s (pod %s) behind headless Service %s; this pod is its placeholder",
-			want.Name, contract.NamesFor(p.Name).DriverPodName(), svc.Name)
+			want.Name, names.DriverPodName(), svc.Name)
 	}
 	return want, nil
 }
