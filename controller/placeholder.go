@@ -71,8 +71,12 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		used, _ := restartsOf(&p)
 		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Restarts: used, Blocked: refused.Error()})
 	}
-	if err != nil || sts == nil {
-		return ctrl.Result{RequeueAfter: time.Second}, err
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if sts == nil {
+		// The name is taken: looked at less often the longer that lasts.
+		return ctrl.Result{RequeueAfter: waitRequeue(r.now().Sub(p.CreationTimestamp.Time))}, nil
 	}
 	if isTerminal(p.Status.Phase) {
 		return ctrl.Result{}, r.scaleToZero(ctx, sts)
@@ -113,7 +117,8 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			if view.Note, err = r.clearStaleExecutors(ctx, &p, driver); err != nil {
 				return ctrl.Result{}, err
 			}
-			requeue = time.Second
+			// An executor's deletion brings a look at once; this is for one that is not deleted.
+			requeue = waitRequeue(r.now().Sub(driver.CreationTimestamp.Time))
 		}
 	}
 	if driver == nil && decision.Action == Observe {

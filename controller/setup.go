@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,6 +39,16 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 		l := o.GetLabels()
 		return l[contract.LabelDriver] != "" && l[contract.LabelSparkRole] == contract.RoleDriver
 	})
+	// An executor's deletion may be the last stale one a new incarnation waits for.
+	executorGone := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			l := e.Object.GetLabels()
+			return l[contract.LabelDriver] != "" && l[contract.LabelSparkRole] == contract.RoleExecutor
+		},
+	}
 	ownedByPod := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("placeholder").
@@ -46,6 +57,7 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 		Watches(&appsv1.StatefulSet{}, ownedByPod).
 		Watches(&corev1.Service{}, ownedByPod).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfDriverPod), builder.WithPredicates(isDriverPod)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfExecutor), builder.WithPredicates(executorGone)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode)).
 		Complete(r)
 }
@@ -81,13 +93,24 @@ func (r *Placeholder) placeholderOfDriverPod(ctx context.Context, o client.Objec
 	if ref == nil || ref.Kind != "StatefulSet" {
 		return nil
 	}
+	return r.placeholderOfStatefulSet(ctx, o.GetNamespace(), ref.Name)
+}
+
+// placeholderOfExecutor maps an executor that driverset tied to a driver to that driver's
+// placeholder, through the StatefulSet its label names (S → P).
+func (r *Placeholder) placeholderOfExecutor(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.placeholderOfStatefulSet(ctx, o.GetNamespace(), o.GetLabels()[contract.LabelDriver])
+}
+
+// placeholderOfStatefulSet maps StatefulSet ns/name to the pod that controls it.
+func (r *Placeholder) placeholderOfStatefulSet(ctx context.Context, ns, name string) []reconcile.Request {
 	var sts appsv1.StatefulSet
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &sts); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sts); err != nil {
 		return nil
 	}
 	owner := metav1.GetControllerOf(&sts)
 	if owner == nil || owner.Kind != "Pod" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: owner.Name}}}
 }
