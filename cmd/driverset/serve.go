@@ -222,6 +222,9 @@ func serve(ctx context.Context, args []string) error {
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
 	}
+	if err := (&controller.Orphans{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
