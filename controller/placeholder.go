@@ -185,6 +185,12 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod, names contract.
 	if _, err := r.createOrGet(ctx, svc); err != nil {
 		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
 	}
+	if !metav1.IsControlledBy(svc, p) {
+		// Someone else's Service of that name would decide where the driver's stable name points.
+		r.event(p, nil, corev1.EventTypeWarning, "NameTaken",
+			"Service %s exists and is not owned by this pod; waiting for it to go away", svc.Name)
+		return nil, nil
+	}
 	opts := r.Convert
 	opts.Names = names
 	var ranges corev1.LimitRangeList
