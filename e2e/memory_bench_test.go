@@ -159,7 +159,10 @@ func parallel(b *testing.B, n int, do func(i int) error) {
 func startApps(b *testing.B, ctx context.Context, c kubernetes.Interface, ns string, n int) {
 	b.Helper()
 	parallel(b, n, func(i int) error {
-		plan, err := app(ns, fmt.Sprintf("mem-%d", i)).Plan()
+		a := app(ns, fmt.Sprintf("mem-%d", i))
+		// A small cpu request, so that 110 drivers fit on a KWOK node (32 cpu).
+		a.Conf = map[string]string{"spark.kubernetes.driver.request.cores": "10m"}
+		plan, err := a.Plan()
 		if err != nil {
 			return err
 		}
