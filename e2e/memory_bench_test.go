@@ -130,13 +130,13 @@ func envInt(b *testing.B, name string, def int) int {
 	return n
 }
 
-// parallel runs do(i) for i in [0, n) on 32 workers and fails on the first error.
-func parallel(b *testing.B, n int, do func(i int) error) {
+// parallel runs do(i) for i in [0, n) on workers goroutines and fails on the first error.
+func parallel(b *testing.B, n, workers int, do func(i int) error) {
 	b.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for range 32 {
+	errs := make(chan error, workers)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -158,7 +158,9 @@ func parallel(b *testing.B, n int, do func(i int) error) {
 // startApps submits n opted-in apps in ns and waits until each driver runs in its StatefulSet's pod.
 func startApps(b *testing.B, ctx context.Context, c kubernetes.Interface, ns string, n int) {
 	b.Helper()
-	parallel(b, n, func(i int) error {
+	// Few at once: each submission is several calls and a conversion, and a flooded apiserver on
+	// 2 cores makes driverset miss its lease renewals.
+	parallel(b, n, 8, func(i int) error {
 		a := app(ns, fmt.Sprintf("mem-%d", i))
 		// A small cpu request, so that 110 drivers fit on a KWOK node (32 cpu).
 		a.Conf = map[string]string{"spark.kubernetes.driver.request.cores": "10m"}
@@ -191,7 +193,7 @@ func startApps(b *testing.B, ctx context.Context, c kubernetes.Interface, ns str
 // they need no node, and they still reach every watch that selects them.
 func createForeignPods(b *testing.B, ctx context.Context, c kubernetes.Interface, ns string, n int) {
 	b.Helper()
-	parallel(b, n, func(i int) error {
+	parallel(b, n, 32, func(i int) error {
 		_, err := c.CoreV1().Pods(ns).Create(ctx, foreignSparkPod(ns, i), metav1.CreateOptions{})
 		return err
 	})
