@@ -23,14 +23,25 @@ type Names struct {
 // NamesFor is the one place where driverset names what it creates for the placeholder pod
 // called placeholder. The names are deterministic (create-or-get relies on that):
 //   - StatefulSet: the placeholder's name, a valid DNS-1123 label of at most 52 characters;
-//     a name that is longer or has dots is shortened and suffixed with a hash of the full name.
+//     a name that is longer or has dots is shortened and suffixed with 64 bits of a SHA-256 of
+//     the full name (16 hex digits): finding a second name with the same StatefulSet takes
+//     about 2^32 tries for a birthday pair and 2^64 for a given name.
 //   - Service: the StatefulSet's name with "-ds" appended, prefixed "ds-" when the name does not
 //     start with a letter (a Service name is a DNS-1035 label). Never Spark's own "<x>-driver-svc".
-func NamesFor(placeholder string) Names {
+func NamesFor(placeholder string) Names { return namesFor(placeholder, 16) }
+
+// LegacyNamesFor are the names driverset gave before NamesFor's suffix grew from 32 bits (8 hex
+// digits) to 64: a placeholder admitted then keeps its StatefulSet under that name for good (the
+// controller looks for it), so an upgrade never renames, and never duplicates, a running driver.
+// It equals NamesFor for a name that needs no suffix.
+func LegacyNamesFor(placeholder string) Names { return namesFor(placeholder, 8) }
+
+// namesFor is NamesFor with a suffix of hexDigits hex digits.
+func namesFor(placeholder string, hexDigits int) Names {
 	sts := placeholder
 	if len(sts) > MaxStatefulSetName || strings.ContainsAny(sts, ".") {
 		sum := sha256.Sum256([]byte(placeholder))
-		suffix := "-" + hex.EncodeToString(sum[:])[:8]
+		suffix := "-" + hex.EncodeToString(sum[:])[:hexDigits]
 		base := strings.ReplaceAll(placeholder, ".", "-")
 		if len(base) > MaxStatefulSetName-len(suffix) {
 			base = base[:MaxStatefulSetName-len(suffix)]

@@ -69,6 +69,26 @@ func TestNamesForLongNamesDiffer(t *testing.T) {
 	}
 }
 
+// The suffix is 64 bits; the names an earlier driverset gave (32 bits) stay computable, and are
+// the same where no suffix is needed.
+func TestNamesForSuffixBits(t *testing.T) {
+	long := strings.Repeat("a", 60) + "-driver"
+	n, legacy := NamesFor(long), LegacyNamesFor(long)
+	suffix := func(s string) string { return s[strings.LastIndex(s, "-")+1:] }
+	if got := len(suffix(n.StatefulSet)); got != 16 {
+		t.Errorf("NamesFor(%q) = %q: a suffix of %d hex digits, want 16 (64 bits)", long, n.StatefulSet, got)
+	}
+	if got := len(suffix(legacy.StatefulSet)); got != 8 {
+		t.Errorf("LegacyNamesFor(%q) = %q: a suffix of %d hex digits, want 8", long, legacy.StatefulSet, got)
+	}
+	if !strings.HasPrefix(suffix(n.StatefulSet), suffix(legacy.StatefulSet)) {
+		t.Errorf("the two suffixes are not from one hash: %q, %q", n.StatefulSet, legacy.StatefulSet)
+	}
+	if NamesFor("pi-driver") != LegacyNamesFor("pi-driver") {
+		t.Error("a short name has two names")
+	}
+}
+
 func TestDriverHost(t *testing.T) {
 	if got, want := NamesFor("pi-driver").DriverHost("jobs"), "pi-driver-0.pi-driver-ds.jobs.svc"; got != want {
 		t.Errorf("DriverHost = %q, want %q", got, want)

@@ -28,7 +28,7 @@ func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1
 	live := map[string]*corev1.Node{}
 	for i := range list.Items {
 		e := &list.Items[i]
-		if !stale(e, driver) {
+		if !stale(e, p, driver) {
 			continue
 		}
 		n++
@@ -131,10 +131,18 @@ func executorsOf(p *corev1.Pod) []client.ListOption {
 	}}
 }
 
-// stale reports whether executor e was made by an earlier incarnation than driver.
-func stale(e, driver *corev1.Pod) bool {
+// stale reports whether executor e was made by an earlier incarnation than driver, of the app of
+// placeholder p. The app id label is self-declared, so an executor counts only when its controller
+// is that app's driver pod: a pod of driver's name (an earlier incarnation had it; a reference to a
+// pod that no longer exists is one the garbage collector removes anyway) or p itself (Spark's own
+// reference, before the executors webhook moved it; checked by UID). Another app's executor that
+// shares the namespace and claims the app id is neither deleted nor waited for.
+func stale(e, p, driver *corev1.Pod) bool {
 	ref := metav1.GetControllerOf(e)
-	return ref == nil || ref.UID != driver.UID
+	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" || ref.UID == driver.UID {
+		return false
+	}
+	return ref.Name == driver.Name || ref.UID == p.UID
 }
 
 // staleExecutorsLive counts, on the apiserver, the executors of p's app that driver does not own.
@@ -146,7 +154,7 @@ func (r *Placeholder) staleExecutorsLive(ctx context.Context, p, driver *corev1.
 	}
 	n := 0
 	for i := range list.Items {
-		if stale(&list.Items[i], driver) {
+		if stale(&list.Items[i], p, driver) {
 			n++
 		}
 	}

@@ -55,7 +55,10 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		// Deleting P deletes S, H, Spark's ConfigMap and Service through their ownerReferences.
 		return ctrl.Result{}, nil
 	}
-	names := contract.NamesFor(p.Name)
+	names, err := r.namesOf(ctx, &p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
 	container := driverContainer(&p)
 	if !isTerminal(p.Status.Phase) {
@@ -67,7 +70,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			return ctrl.Result{RequeueAfter: claimPoll}, r.writeStatus(ctx, &p, View{Container: container, Blocked: waiting})
 		}
 	}
-	sts, err := r.ensure(ctx, &p)
+	sts, err := r.ensure(ctx, &p, names)
 	var refused *refusedError
 	if errors.As(err, &refused) {
 		logger.Info("create refused", "error", err.Error())
@@ -77,8 +80,12 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		used, _ := restartsOf(&p)
 		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Restarts: used, Blocked: refused.Error()})
 	}
-	if err != nil || sts == nil {
-		return ctrl.Result{RequeueAfter: time.Second}, err
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if sts == nil {
+		// The name is taken: looked at less often the longer that lasts.
+		return ctrl.Result{RequeueAfter: waitRequeue(r.now().Sub(p.CreationTimestamp.Time))}, nil
 	}
 	if isTerminal(p.Status.Phase) {
 		return ctrl.Result{}, r.scaleToZero(ctx, sts)
@@ -119,7 +126,8 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			if view.Note, err = r.clearStaleExecutors(ctx, &p, driver); err != nil {
 				return ctrl.Result{}, err
 			}
-			requeue = time.Second
+			// An executor's deletion brings a look at once; this is for one that is not deleted.
+			requeue = waitRequeue(r.now().Sub(driver.CreationTimestamp.Time))
 		}
 	}
 	if driver == nil && decision.Action == Observe {
@@ -178,15 +186,22 @@ func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcom
 // ensure creates H and S for P when they do not exist and returns S. It returns nil (and no
 // error) while an S of the same name belongs to another owner, e.g. an earlier P of the same name
 // that the garbage collector has not finished deleting.
-func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.StatefulSet, error) {
-	svc, err := convert.Service(p)
+func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod, names contract.Names) (*appsv1.StatefulSet, error) {
+	svc, err := convert.ServiceNamed(p, names)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := r.createOrGet(ctx, svc); err != nil {
 		return nil, fmt.Errorf("headless Service %s: %w", svc.Name, err)
 	}
+	if !metav1.IsControlledBy(svc, p) {
+		// Someone else's Service of that name would decide where the driver's stable name points.
+		r.event(p, nil, corev1.EventTypeWarning, "NameTaken",
+			"Service %s exists and is not owned by this pod; waiting for it to go away", svc.Name)
+		return nil, nil
+	}
 	opts := r.Convert
+	opts.Names = names
 	var ranges corev1.LimitRangeList
 	if err := r.Client.List(ctx, &ranges, client.InNamespace(p.Namespace)); err != nil {
 		return nil, err
@@ -214,7 +229,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod) (*appsv1.Statef
 	if created {
 		r.event(p, want, corev1.EventTypeNormal, "Converted",
 			"driverset runs this driver as StatefulSet %s (pod %s) behind headless Service %s; this pod is its placeholder",
-			want.Name, contract.NamesFor(p.Name).DriverPodName(), svc.Name)
+			want.Name, names.DriverPodName(), svc.Name)
 	}
 	return want, nil
 }

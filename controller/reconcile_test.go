@@ -139,6 +139,25 @@ func TestReconcileWaitsWhileTheNameIsTaken(t *testing.T) {
 	}
 }
 
+// A Service of H's name that someone else made is never used: the driver's stable name would
+// point wherever that Service says. P waits, and no StatefulSet is made.
+func TestReconcileWaitsWhileTheServiceNameIsTaken(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: h.p.Namespace, Name: h.names.Service}}
+	if err := h.c.Create(h.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	res := h.reconcile()
+	h.expectEvents([]string{"Warning NameTaken"}, map[string][]string{"NameTaken": {h.names.Service}})
+	if res.RequeueAfter <= 0 {
+		t.Error("no requeue while the Service's name is taken")
+	}
+	var s appsv1.StatefulSet
+	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.p.Namespace, Name: h.names.StatefulSet}, &s); !apierrors.IsNotFound(err) {
+		t.Errorf("a StatefulSet was made behind someone else's Service (get: %v)", err)
+	}
+}
+
 func TestReconcileMirrorsTheRunningDriver(t *testing.T) {
 	h := newCluster(t, nil, nil)
 	h.reconcile()

@@ -9,48 +9,69 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
 )
 
-// SetupWithManager registers the placeholder reconciler: it runs for placeholder pods, for the
-// StatefulSets and Services they own, and for the StatefulSets' driver pods.
-func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	// Driver pods by node, so that a node's change reaches the drivers on it.
-	err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, indexNodeName, func(o client.Object) []string {
-		p := o.(*corev1.Pod)
-		if p.Spec.NodeName == "" || p.Labels[contract.LabelDriver] == "" {
-			return nil
+// SetupWithManager registers the placeholder reconciler: it runs for placeholder pods (from
+// placeholders, the placeholder cache, see CacheOptions), for the StatefulSets and Services they
+// own, and for the StatefulSets' driver pods. workers placeholders are reconciled at once (one
+// app's slow step does not hold the others'); 0 means 1.
+func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, placeholders cache.Cache, workers int) error {
+	// Driver pods by node, so that a node's change reaches the drivers on it. Reads list pods from
+	// both caches (Pods), so both have the index.
+	for _, c := range []cache.Cache{mgr.GetCache(), placeholders} {
+		if err := c.IndexField(ctx, &corev1.Pod{}, indexNodeName, driverNode); err != nil {
+			return err
 		}
-		return []string{p.Spec.NodeName}
-	})
-	if err != nil {
-		return err
 	}
-	isPlaceholder := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		p, ok := o.(*corev1.Pod)
-		return ok && convert.IsPlaceholder(p)
-	})
+	isPlaceholder := predicate.NewTypedPredicateFuncs(convert.IsPlaceholder)
 	isDriverPod := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
 		return l[contract.LabelDriver] != "" && l[contract.LabelSparkRole] == contract.RoleDriver
 	})
+	// An executor's deletion may be the last stale one a new incarnation waits for.
+	executorGone := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			l := e.Object.GetLabels()
+			return l[contract.LabelDriver] != "" && l[contract.LabelSparkRole] == contract.RoleExecutor
+		},
+	}
+	ownedByPod := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("placeholder").
-		For(&corev1.Pod{}, builder.WithPredicates(isPlaceholder)).
-		Owns(&appsv1.StatefulSet{}).
-		Owns(&corev1.Service{}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(workers, 1)}).
+		WatchesRawSource(source.Kind(placeholders, &corev1.Pod{}, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{}, isPlaceholder)).
+		Watches(&appsv1.StatefulSet{}, ownedByPod).
+		Watches(&corev1.Service{}, ownedByPod).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfDriverPod), builder.WithPredicates(isDriverPod)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfExecutor), builder.WithPredicates(executorGone)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode)).
 		Complete(r)
 }
 
 const indexNodeName = "spec.nodeName"
+
+// driverNode indexes driverset's driver pods by the node they run on.
+func driverNode(o client.Object) []string {
+	p := o.(*corev1.Pod)
+	if p.Spec.NodeName == "" || p.Labels[contract.LabelDriver] == "" {
+		return nil
+	}
+	return []string{p.Spec.NodeName}
+}
 
 // placeholdersOnNode maps a node to the placeholders whose driver runs on it.
 func (r *Placeholder) placeholdersOnNode(ctx context.Context, o client.Object) []reconcile.Request {
@@ -72,13 +93,24 @@ func (r *Placeholder) placeholderOfDriverPod(ctx context.Context, o client.Objec
 	if ref == nil || ref.Kind != "StatefulSet" {
 		return nil
 	}
+	return r.placeholderOfStatefulSet(ctx, o.GetNamespace(), ref.Name)
+}
+
+// placeholderOfExecutor maps an executor that driverset tied to a driver to that driver's
+// placeholder, through the StatefulSet its label names (S → P).
+func (r *Placeholder) placeholderOfExecutor(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.placeholderOfStatefulSet(ctx, o.GetNamespace(), o.GetLabels()[contract.LabelDriver])
+}
+
+// placeholderOfStatefulSet maps StatefulSet ns/name to the pod that controls it.
+func (r *Placeholder) placeholderOfStatefulSet(ctx context.Context, ns, name string) []reconcile.Request {
 	var sts appsv1.StatefulSet
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &sts); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sts); err != nil {
 		return nil
 	}
 	owner := metav1.GetControllerOf(&sts)
 	if owner == nil || owner.Kind != "Pod" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: owner.Name}}}
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/driverset/driverset/contract"
 )
 
-// persistedPlaceholder returns the names for p after checking that p is a placeholder as the
-// apiserver persisted it. Building S for a pod that could itself run would break the guarantee
-// that a driver never runs twice, so a pod without the placeholder gate is refused.
-func persistedPlaceholder(p *corev1.Pod) (contract.Names, error) {
+// persistedPlaceholder returns the names for p (n, or contract.NamesFor when n is empty) after
+// checking that p is a placeholder as the apiserver persisted it. Building S for a pod that could
+// itself run would break the guarantee that a driver never runs twice, so a pod without the
+// placeholder gate is refused.
+func persistedPlaceholder(p *corev1.Pod, n contract.Names) (contract.Names, error) {
 	if p == nil {
 		return contract.Names{}, errors.New("no placeholder pod")
 	}
@@ -29,7 +30,10 @@ func persistedPlaceholder(p *corev1.Pod) (contract.Names, error) {
 	if err := checkShape(p); err != nil {
 		return contract.Names{}, err
 	}
-	return contract.NamesFor(p.Name), nil
+	if n.StatefulSet == "" {
+		n = contract.NamesFor(p.Name)
+	}
+	return n, nil
 }
 
 // ownedBy is the one ownerReference of everything built for p: deleting p (the usual way to stop a

@@ -26,7 +26,12 @@ func sparkDriverPorts() []corev1.ContainerPort {
 // has an IP (executors connect before the driver reports Ready). It does not carry
 // spark-app-selector: Spark's clean stop deletes every Service that does.
 func Service(p *corev1.Pod) (*corev1.Service, error) {
-	n, err := persistedPlaceholder(p)
+	return ServiceNamed(p, contract.Names{})
+}
+
+// ServiceNamed is Service with the names n (empty: contract.NamesFor(p.Name)), see Options.Names.
+func ServiceNamed(p *corev1.Pod, n contract.Names) (*corev1.Service, error) {
+	n, err := persistedPlaceholder(p, n)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,9 @@ type Options struct {
 	// Floor is what the namespace's LimitRanges require of every container (FloorOf): the init
 	// container asks at least that, or the LimitRanger would refuse the StatefulSet's pod.
 	Floor corev1.ResourceList
+	// Names are S's and H's names; empty: contract.NamesFor(p.Name). The controller gives a
+	// placeholder admitted by an earlier driverset the names it has (contract.LegacyNamesFor).
+	Names contract.Names
 }
 
 // revisionHistoryLimit is small: with OnDelete and a template driverset never changes, S has one revision.
@@ -34,7 +37,7 @@ const serviceAccountVolumePrefix = "kube-api-access-"
 // StatefulSet builds S for the placeholder p as the apiserver persisted it (with a name, namespace,
 // UID and the placeholder gate): one replica that runs the real driver, owned by p.
 func StatefulSet(p *corev1.Pod, o Options) (*appsv1.StatefulSet, error) {
-	n, err := persistedPlaceholder(p)
+	n, err := persistedPlaceholder(p, o.Names)
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,9 @@ const (
 	denied                    // not allowed, a denial (403)
 )
 
+// legacyPlaceholder is long enough for NamesFor to shorten it, so its 32-bit and 64-bit names differ.
+const legacyPlaceholder = "clickstream-sessionization-to-lakehouse-checkpointed-driver"
+
 // TestExecutorDecides covers what the golden cases do not: lookups that fail (never a refusal),
 // and owners that only look like a driverset driver.
 func TestExecutorDecides(t *testing.T) {
@@ -127,6 +130,14 @@ func TestExecutorDecides(t *testing.T) {
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "twin-driver-0", Namespace: "analytics", UID: "uid-twin-0",
 				Labels: map[string]string{contract.LabelDriver: "someone-else", contract.LabelSparkRole: contract.RoleDriver}}},
 		)}, want: unchanged, message: "pod twin-driver-0 is not the driver pod of placeholder twin-driver"},
+		{name: "a placeholder admitted with the 32-bit name: its S-0 of that name", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = legacyPlaceholder, "uid-legacy"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: legacyPlaceholder, Namespace: "analytics", UID: "uid-legacy",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: contract.LegacyNamesFor(legacyPlaceholder).DriverPodName(), Namespace: "analytics", UID: "uid-legacy-0",
+				Labels: map[string]string{contract.LabelDriver: contract.LegacyNamesFor(legacyPlaceholder).StatefulSet, contract.LabelSparkRole: contract.RoleDriver}}},
+		)}, want: patchedOK, message: "pointed at driver pod " + contract.LegacyNamesFor(legacyPlaceholder).DriverPodName()},
 		{name: "S-0 in the cache without a UID: convert refuses, allowed unchanged, warned", pod: func(p *corev1.Pod) {
 			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "nouid-driver", "uid-nouid"
 		}, cache: []func(*fake.ClientBuilder){withPods(

@@ -112,16 +112,27 @@ func (x *Executor) driverOf(ctx context.Context, e *corev1.Pod) (*corev1.Pod, st
 	if owner.Labels[contract.LabelPlaceholder] != "true" {
 		return nil, fmt.Sprintf("its driver pod %s is not run by driverset", owner.Name), nil
 	}
-	names := contract.NamesFor(owner.Name)
-	s0, reason, err := x.get(ctx, e.Namespace, names.DriverPodName(),
-		fmt.Sprintf("pod %s, the driver of placeholder %s,", names.DriverPodName(), owner.Name))
-	if s0 == nil {
-		return nil, reason, err
+	// A placeholder admitted by an earlier driverset keeps the names it gave (LegacyNamesFor).
+	candidates := []contract.Names{contract.NamesFor(owner.Name)}
+	if legacy := contract.LegacyNamesFor(owner.Name); legacy != candidates[0] {
+		candidates = append(candidates, legacy)
 	}
-	if !isDriversetDriver(s0, names.StatefulSet) {
-		return nil, fmt.Sprintf("pod %s is not the driver pod of placeholder %s", s0.Name, owner.Name), nil
+	for _, names := range candidates {
+		s0, why, err := x.get(ctx, e.Namespace, names.DriverPodName(),
+			fmt.Sprintf("pod %s, the driver of placeholder %s,", names.DriverPodName(), owner.Name))
+		if err != nil {
+			return nil, why, err
+		}
+		switch {
+		case s0 == nil:
+			reason = why
+		case isDriversetDriver(s0, names.StatefulSet):
+			return s0, "", nil
+		default:
+			reason = fmt.Sprintf("pod %s is not the driver pod of placeholder %s", s0.Name, owner.Name)
+		}
 	}
-	return s0, "", nil
+	return nil, reason, nil
 }
 
 // get reads pod ns/name, described by what in messages, from the cache. A pod that is not there

@@ -17,10 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/driverset/driverset/certs"
-	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/controller"
 	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/version"
@@ -63,6 +59,8 @@ type serveFlags struct {
 	certExtraHosts    string
 	certInterval      time.Duration
 	logLevel          string
+	workers           int
+	maxAdmissions     int
 	zap               zap.Options
 }
 
@@ -89,6 +87,8 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.certExtraHosts, "webhook-cert-extra-hosts", "", "with --self-managed-tls: more names or IPs for the serving certificate, comma-separated")
 	fs.DurationVar(&f.certInterval, "cert-check-interval", 30*time.Second, "with --self-managed-tls: how often each replica checks the CA Secret and the caBundle; a CA rotation takes about 8 of these")
 	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
+	fs.IntVar(&f.workers, "workers", 4, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app")
+	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -151,8 +151,18 @@ func serve(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// Placeholders have their own cache (controller.CacheOptions says why); the manager's client and
+	// the webhooks read pods from both.
+	placeholders, err := cache.New(cfg, controller.PlaceholderCacheOptions())
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Cache:                   cacheOptions(),
+		Cache: controller.CacheOptions(),
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			o.Cache.Reader = controller.Pods{Main: o.Cache.Reader, Placeholders: placeholders}
+			return client.New(cfg, o)
+		},
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
@@ -183,12 +193,18 @@ func serve(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if err := mgr.Add(controller.PlaceholderCache{Cache: placeholders}); err != nil {
+		return err
+	}
+	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
-	hooks.Register(webhook.DriverPath, &admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache()}})
-	hooks.Register(webhook.DriverEnforcedPath, &admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache()}})
-	// Executors and new incarnations are looked up in the informer cache, never with a live call.
-	hooks.Register(webhook.ExecutorPath, &admission.Webhook{Handler: &webhook.Executor{Reader: mgr.GetCache()}})
-	hooks.Register(webhook.IncarnationPath, &admission.Webhook{Handler: &webhook.Incarnation{Reader: mgr.GetCache()}})
+	// One limit for the four entries: they share the replica's memory.
+	limit := webhook.NewLimiter(f.maxAdmissions)
+	hooks.Register(webhook.DriverPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache()}}))
+	hooks.Register(webhook.DriverEnforcedPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache()}}))
+	// Executors and new incarnations are looked up in the informer caches, never with a live call.
+	hooks.Register(webhook.ExecutorPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}}))
+	hooks.Register(webhook.IncarnationPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}}))
 
 	metrics, err := registerMetrics(ctrlmetrics.Registry)
 	if err != nil {
@@ -203,7 +219,10 @@ func serve(ctx context.Context, args []string) error {
 		FenceAfter: f.fenceAfter,
 		Metrics:    metrics,
 	}
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
+		return err
+	}
+	if err := (&controller.Orphans{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -215,7 +234,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	// Ready also means the informer caches the webhooks read are filled: before that the
 	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
-	if err := mgr.AddReadyzCheck("informer-caches", cachesSynced(mgr.GetCache())); err != nil {
+	if err := mgr.AddReadyzCheck("informer-caches", cachesSynced(mgr.GetCache(), placeholders)); err != nil {
 		return err
 	}
 	// The driver webhook reads LimitRanges from the cache: have that informer started with it.
@@ -259,17 +278,6 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 		host = "127.0.0.1"
 	}
 	return mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(net.JoinHostPort(host, strconv.Itoa(f.webhookPort))))
-}
-
-// cacheOptions keeps the informers small: only Spark's pods, and only driverset's StatefulSets and Services.
-func cacheOptions() cache.Options {
-	spark, _ := labels.NewRequirement(contract.LabelSparkRole, selection.In, []string{contract.RoleDriver, contract.RoleExecutor})
-	ours, _ := labels.NewRequirement(contract.LabelDriver, selection.Exists, nil)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:         {Label: labels.NewSelector().Add(*spark)},
-		&appsv1.StatefulSet{}: {Label: labels.NewSelector().Add(*ours)},
-		&corev1.Service{}:     {Label: labels.NewSelector().Add(*ours)},
-	}}
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -326,13 +334,15 @@ type cacheSyncer interface {
 // cacheSyncProbeWait bounds how long one readiness probe waits for the caches.
 const cacheSyncProbeWait = 200 * time.Millisecond
 
-// cachesSynced is a readiness check that fails until every informer of c has synced.
-func cachesSynced(c cacheSyncer) healthz.Checker {
+// cachesSynced is a readiness check that fails until every informer of each of caches has synced.
+func cachesSynced(caches ...cacheSyncer) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncProbeWait)
 		defer cancel()
-		if !c.WaitForCacheSync(ctx) {
-			return errors.New("informer caches not synced yet")
+		for _, c := range caches {
+			if !c.WaitForCacheSync(ctx) {
+				return errors.New("informer caches not synced yet")
+			}
 		}
 		return nil
 	}

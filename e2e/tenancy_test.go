@@ -1,0 +1,73 @@
+//go:build testbed
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/sparksim"
+)
+
+// One tenant's stuck apps cost that tenant only: 40 apps of one namespace wait for good (each
+// one's StatefulSet name is taken by a StatefulSet driverset does not own), and another
+// namespace's driver still comes back within the bound of TestDriverRecoversWhenItsNodeIsDeleted
+// after its node is deleted. Stuck apps are looked at less often the longer they wait, and
+// several workers reconcile at once.
+func TestStuckTenantDoesNotDelayAnotherTenantsRecovery(t *testing.T) {
+	ctx := context.Background()
+	stuck := namespace(t, nil)
+	const apps = 40
+	for i := range apps {
+		plan, err := app(stuck, fmt.Sprintf("stuck-%d", i)).Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		takeName(t, stuck, contract.NamesFor(plan.DriverPodName).StatefulSet)
+		if _, err := sparksim.SubmitPlan(ctx, kube(), plan, sparksim.SubmitOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, time.Minute, fmt.Sprintf("%d apps stuck on a taken name", apps), func(ctx context.Context) (bool, error) {
+		evs, err := kube().EventsV1().Events(stuck).List(ctx, metav1.ListOptions{FieldSelector: "reason=NameTaken"})
+		if err != nil {
+			return false, err
+		}
+		seen := map[string]bool{}
+		for _, e := range evs.Items {
+			seen[e.Regarding.Name] = true
+		}
+		return len(seen) >= apps, nil
+	})
+	recoverFromNodeLoss(t, "node-deleted", 5*time.Second, func(ctx context.Context, node string) (time.Time, error) {
+		at := time.Now()
+		return at, bed.cluster.DeleteNode(ctx, node)
+	})
+}
+
+// takeName makes a StatefulSet of no replicas named name in ns that driverset does not own.
+func takeName(t *testing.T, ns, name string) {
+	t.Helper()
+	zero := int32(0)
+	labels := map[string]string{"app": name}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &zero, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "other"}}},
+			},
+		},
+	}
+	if _, err := kube().AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
