@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,9 @@ type Options struct {
 	// Floor is what the namespace's LimitRanges require of every container (FloorOf): the init
 	// container asks at least that, or the LimitRanger would refuse the StatefulSet's pod.
 	Floor corev1.ResourceList
+	// SelfFence, when positive, is the T with which `driverset wrap` keeps the driver's heartbeat
+	// Lease (the controller has bounded it by the admin's limits); 0 keeps none.
+	SelfFence time.Duration
 }
 
 // revisionHistoryLimit is small: with OnDelete and a template driverset never changes, S has one revision.
@@ -148,6 +152,9 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 		entry = []string{entrypoint}
 	}
 	wrapDriver(driver, entry, n.DriverHost(p.Namespace))
+	if o.SelfFence > 0 {
+		keepHeartbeat(driver, n.HeartbeatLease(), o.SelfFence)
+	}
 	return t, nil
 }
 
