@@ -32,6 +32,9 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	if err != nil {
 		return err
 	}
+	if err := r.watchHeartbeats(ctx, mgr); err != nil {
+		return err
+	}
 	isPlaceholder := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
 		return ok && convert.IsPlaceholder(p)
