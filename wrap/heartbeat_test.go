@@ -17,7 +17,7 @@ import (
 func TestDecideBeat(t *testing.T) {
 	const T = 40 * time.Second
 	t0 := time.Now()
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := t0.Add
 	ok := func(d time.Duration) beat { return beat{okAt: at(d), okWall: at(d).Round(0), triedAt: at(d)} }
 	cases := []struct {
 		name      string
@@ -84,10 +84,10 @@ func (f *fakeRenewer) renewals() (int, time.Time) {
 	return f.count, f.lastOK
 }
 
-func (p pod) startFenced(ctx context.Context, command []string, r Renewer, T time.Duration, out *bytes.Buffer) <-chan result {
+func (p pod) startFenced(ctx context.Context, command []string, r Renewer, selfFence time.Duration, out *bytes.Buffer) <-chan result {
 	done := make(chan result, 1)
 	o := Options{StateDir: p.state, TerminationLog: p.termLog, Command: command, Stdout: out, Stderr: out,
-		Signals: make(chan os.Signal), HeartbeatLease: "d-0-heartbeat", SelfFence: T, Renewer: r}
+		Signals: make(chan os.Signal), HeartbeatLease: "d-0-heartbeat", SelfFence: selfFence, Renewer: r}
 	go func() {
 		code, err := Run(ctx, o)
 		done <- result{code, err}
