@@ -3,6 +3,8 @@
 // objects driverset creates for a driver. These names are API: change them only on purpose.
 package contract
 
+import "time"
+
 // Opt-in and policy.
 const (
 	// LabelResilient on a Spark driver pod opts it in. Users set it with
@@ -56,6 +58,26 @@ const (
 	DefaultEntrypoint    = "/opt/entrypoint.sh"
 	// AnnotationFenceAfter: force-delete a driver whose node has been unreachable this long (opt-in).
 	AnnotationFenceAfter = "driverset.dev/fence-after"
+	// AnnotationSelfFence: `driverset wrap` keeps a heartbeat Lease and stops the driver when it
+	// cannot renew it for this long (a duration, or "on" for DefaultSelfFence); the controller then
+	// fences a driver on an unreachable node once it has seen no renewal for that long plus a margin.
+	AnnotationSelfFence = "driverset.dev/self-fence"
+	SelfFenceOn         = "on"
+	// DefaultSelfFence is T for "on": long enough that an apiserver outage stopping these drivers
+	// is rare (control-plane restarts and upgrades take seconds to a minute), short enough that a
+	// silent node death is recovered in minutes rather than never.
+	DefaultSelfFence = 2 * time.Minute
+)
+
+// Self-fencing's heartbeat.
+const (
+	// LabelHeartbeat marks the Lease that `driverset wrap` renews for a driver incarnation; its
+	// value is the driver's StatefulSet. driverset's informer watches only Leases with it.
+	LabelHeartbeat = "driverset.dev/heartbeat"
+	// EnvPodUID and EnvPodNamespace carry the running pod's UID and namespace into wrap (downward
+	// API): the UID is the heartbeat's holder identity, so a later incarnation is told apart.
+	EnvPodUID       = "DRIVERSET_POD_UID"
+	EnvPodNamespace = "DRIVERSET_POD_NAMESPACE"
 )
 
 // What Spark puts on its pods (docs/spark-facts.md §2–3).

@@ -64,6 +64,10 @@ func NamesOfStatefulSet(sts string) Names {
 // DriverPodName is the name of the StatefulSet's one pod.
 func (n Names) DriverPodName() string { return n.StatefulSet + "-0" }
 
+// HeartbeatLease is the name of the Lease that `driverset wrap` renews for the driver pod when
+// self-fencing is on: the driver pod's name with "-heartbeat" (a Lease name is a DNS subdomain).
+func (n Names) HeartbeatLease() string { return n.DriverPodName() + "-heartbeat" }
+
 // DriverHost is the stable DNS name of the driver in namespace ns: <sts>-0.<svc>.<ns>.svc.
 func (n Names) DriverHost(ns string) string {
 	return fmt.Sprintf("%s.%s.%s.svc", n.DriverPodName(), n.Service, ns)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,7 +26,8 @@ import (
 // Both strip managedFields, which nothing in driverset reads.
 
 // CacheOptions are the manager's cache: driverset's pods, StatefulSets and Services (labelled
-// contract.LabelDriver), and whole Nodes and LimitRanges.
+// contract.LabelDriver), self-fencing drivers' heartbeat Leases (contract.LabelHeartbeat), and
+// whole Nodes and LimitRanges.
 func CacheOptions() cache.Options {
 	ours := labels.NewSelector().Add(requirement(contract.LabelDriver, selection.Exists))
 	return cache.Options{
@@ -34,6 +36,9 @@ func CacheOptions() cache.Options {
 			&corev1.Pod{}:         {Label: ours},
 			&appsv1.StatefulSet{}: {Label: ours},
 			&corev1.Service{}:     {Label: ours},
+			&coordinationv1.Lease{}: {
+				Label: labels.NewSelector().Add(requirement(contract.LabelHeartbeat, selection.Exists)),
+			},
 		},
 	}
 }

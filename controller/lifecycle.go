@@ -17,6 +17,9 @@ type Outcome struct {
 	FinishedAt time.Time
 	// PodUID is the incarnation the outcome belongs to.
 	PodUID types.UID
+	// SelfFenced: wrap stopped the driver because its heartbeat could not be renewed (not the
+	// driver's failure).
+	SelfFenced bool
 }
 
 // outcomeOf reads the recorded exit of container in pod (S-0). wrap runs the driver once per pod,
@@ -111,7 +114,7 @@ func recordedExit(pod *corev1.Pod, container string) Outcome {
 		if recorded, ok := wrap.ParseTerminationMessage(t.Message); ok {
 			code = recorded
 		}
-		return Outcome{Exited: true, Code: code, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID}
+		return Outcome{Exited: true, Code: code, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}
 	}
 	return Outcome{}
 }
@@ -157,6 +160,9 @@ func decide(o Outcome, b Budget, now time.Time) Decision {
 		return Decision{Action: Succeed}
 	case o.PodUID == b.Restarted:
 		// Counted already; the restart is under way (the pod's deletion may not be seen yet).
+		return Decision{Action: Restart}
+	case o.SelfFenced:
+		// Stopped for want of a heartbeat: a recovery, at once and whatever the budget.
 		return Decision{Action: Restart}
 	case b.Used >= b.Max:
 		return Decision{Action: Fail}

@@ -255,6 +255,9 @@ func TestDecide(t *testing.T) {
 		{name: "no restarts left: fail", outcome: exit(1, time.Hour), budget: budget(3, 3), want: Decision{Action: Fail}},
 		{name: "no restarts left, just exited: fail at once, no backoff", outcome: exit(7, 0), budget: budget(1, 1), want: Decision{Action: Fail}},
 		{name: "max-restarts 0: the first failure is final", outcome: exit(1, time.Hour), budget: budget(0, 0), want: Decision{Action: Fail}},
+		// wrap stopped the driver for want of a heartbeat: a node-loss recovery, at once, not a failure.
+		{name: "self-fenced, no restarts left, just now: restart at once", outcome: Outcome{Exited: true, Code: 137, FinishedAt: t0, PodUID: uid, SelfFenced: true},
+			budget: budget(1, 1), want: Decision{Action: Restart}},
 		{
 			name:    "incarnation already counted: restart even with the budget exhausted",
 			outcome: exit(1, 0),

@@ -17,6 +17,7 @@ const (
 	CauseNodeDeleted  = "node-deleted"
 	CauseOutOfService = "out-of-service"
 	CauseFenced       = "fenced"
+	CauseSelfFenced   = "self-fenced"      // the driver's heartbeat stopped on an unreachable node: wrap has stopped it
 	CauseNodeLost     = "node-unreachable" // the node came back, or the pod went some other way
 	CausePodDeleted   = "pod-deleted"      // the driver pod vanished on a healthy node (eviction, drain, by hand)
 	CauseNodeShutdown = "node-shutdown"    // the kubelet stopped the driver for its node's shutdown (spot/preemptible VM, upgrade)
@@ -40,7 +41,8 @@ type NodeLoss struct {
 }
 
 // assessNode is the node-loss policy (docs/design.md#node-loss) as a pure function. node is nil when the Node
-// object does not exist; zone is the health of node's zone; fenceAfter 0 means never fence.
+// object does not exist; zone is the health of node's zone; fenceAfter 0 means never fence; hb is
+// the driver's heartbeat when it self-fences (T 0: it does not).
 //
 // A node proven down (provenDown: deleted, or out of service) needs no policy: its driver pod is
 // force-deleted at once. Fencing force-deletes a pod whose process may still run, so it is armed only where the node
@@ -49,7 +51,12 @@ type NodeLoss struct {
 // kubelet is up and reporting (PLEG unhealthy, a hung runtime): the driver usually still runs.
 // And, as the node lifecycle controller stops evicting, fencing is held while the zone is
 // disrupted: many nodes lost at once is more likely a partition than a disaster.
-func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter time.Duration, now time.Time) NodeLoss {
+//
+// A self-fencing driver (hb.T > 0) is fenced on an unreachable node only once the controller has
+// seen no renewal of its heartbeat for hb.Wait(): by then wrap has killed it, whatever the node's
+// link. fence-after and the zone check do not apply to it: its heartbeat is the proof, and it holds
+// in a partition too. A node whose kubelet died but whose network works keeps a renewing driver.
+func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter time.Duration, hb Heartbeat, now time.Time) NodeLoss {
 	if driver == nil || driver.Spec.NodeName == "" {
 		return NodeLoss{}
 	}
@@ -72,7 +79,7 @@ func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter tim
 	since := notReadySince(node, now)
 	l := NodeLoss{Lost: true, Since: since, Cause: CauseNodeLost}
 	adminNote := fmt.Sprintf("An admin can delete the Node (kubectl delete node %s) or apply the taint %s=nodeshutdown:NoExecute", name, TaintOutOfService)
-	if fenceAfter <= 0 {
+	if fenceAfter <= 0 && hb.T <= 0 {
 		l.Note = fmt.Sprintf("node %s has not been Ready since %s; the driver pod is kept until the node is confirmed down, so that two drivers never run at once. "+
 			"%s; or set the driver annotation driverset.dev/fence-after",
 			name, since.UTC().Format(time.RFC3339), adminNote)
@@ -87,6 +94,8 @@ func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter tim
 		l.Note = fmt.Sprintf("node %s has not been Ready since %s; its pod is force-deleted only once the node is tainted %s. %s",
 			name, since.UTC().Format(time.RFC3339), corev1.TaintNodeUnreachable, adminNote)
 		return l
+	case hb.T > 0:
+		return selfFence(l, name, hb)
 	case zone.disrupted():
 		l.Note = fmt.Sprintf("node %s has not been Ready since %s, with %d of %d nodes in its zone: a disruption that large is more likely a partition, so the driver pod is not force-deleted. %s",
 			name, since.UTC().Format(time.RFC3339), zone.NotReady, zone.Total, adminNote)
@@ -100,6 +109,20 @@ func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter tim
 	}
 	l.Note = fmt.Sprintf("node %s has not been Ready since %s; driverset will force-delete the driver pod at %s (fence-after %s) and start it elsewhere",
 		name, since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339), fenceAfter)
+	return l
+}
+
+// selfFence completes l for a self-fencing driver on an unreachable node.
+func selfFence(l NodeLoss, node string, hb Heartbeat) NodeLoss {
+	wait := hb.Wait()
+	if hb.Silent >= wait {
+		l.Fence, l.Cause = true, CauseSelfFenced
+	} else {
+		l.FenceIn = wait - hb.Silent
+	}
+	l.Note = fmt.Sprintf("node %s has not been Ready since %s; the driver stops itself when its heartbeat cannot be renewed for %s, "+
+		"and driverset force-deletes its pod and starts it elsewhere once it has seen no renewal for %s (seen none for %s)",
+		node, l.Since.UTC().Format(time.RFC3339), hb.T, wait, hb.Silent.Round(time.Second))
 	return l
 }
 

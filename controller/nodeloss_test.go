@@ -33,7 +33,8 @@ func TestAssessNode(t *testing.T) {
 		driver     *corev1.Pod
 		node       *corev1.Node
 		fenceAfter time.Duration
-		zone       Zone // the driver's node's zone; zero: healthy
+		zone       Zone      // the driver's node's zone; zero: healthy
+		hb         Heartbeat // a self-fencing driver's heartbeat; zero: none
 		want       NodeLoss
 		note       []string // the note must name these
 	}{
@@ -167,10 +168,62 @@ func TestAssessNode(t *testing.T) {
 			zone: Zone{NotReady: 10, Total: 20},
 			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseFenced, Fence: true},
 		},
+		// Self-fencing (issue 12): the node unreachable AND no renewal seen for T plus the margin.
+		{
+			name: "self-fence, unreachable, heartbeat silent T+margin: fenced", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, lostAt, unreachable), hb: Heartbeat{T: time.Minute, Silent: time.Minute + 11*time.Second},
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseSelfFenced, Fence: true},
+			note: []string{"node-a", "heartbeat", "1m11s"},
+		},
+		{
+			name: "self-fence, unreachable, heartbeat silent only T: not yet (the margin)", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, lostAt, unreachable), hb: Heartbeat{T: time.Minute, Silent: time.Minute},
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseNodeLost, FenceIn: 11 * time.Second},
+		},
+		{
+			// The kubelet is dead but the network works: the driver still renews, and runs.
+			name: "self-fence, unreachable for an hour, heartbeat renewed just now: kept", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), hb: Heartbeat{T: time.Minute, Silent: 0},
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost, FenceIn: time.Minute + 11*time.Second},
+		},
+		{
+			name: "self-fence, heartbeat silent but node only Ready=False (kubelet reports): kept", driver: onNode,
+			node: nodeWith(corev1.ConditionFalse, lostAt, unreachable), hb: Heartbeat{T: time.Minute, Silent: time.Hour},
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseNodeLost},
+		},
+		{
+			name: "self-fence, heartbeat silent, node Unknown but not tainted unreachable yet: kept", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, lostAt), hb: Heartbeat{T: time.Minute, Silent: time.Hour},
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseNodeLost},
+		},
+		{
+			name: "self-fence, heartbeat silent, node Ready: nothing", driver: onNode,
+			node: nodeWith(corev1.ConditionTrue, lostAt), hb: Heartbeat{T: time.Minute, Silent: time.Hour},
+			want: NodeLoss{},
+		},
+		{
+			// The heartbeat proves the driver stopped, partition or not.
+			name: "self-fence holds in a disrupted zone: fenced", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, lostAt, unreachable), zone: Zone{NotReady: 20, Total: 20},
+			hb:   Heartbeat{T: time.Minute, Silent: time.Hour},
+			want: NodeLoss{Lost: true, Since: lostAt, Cause: CauseSelfFenced, Fence: true},
+		},
+		{
+			// fence-after's clock (the node's condition) does not apply to a self-fencing driver.
+			name: "self-fence wins over an elapsed fence-after while it renews", driver: onNode,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Second,
+			hb:   Heartbeat{T: time.Minute, Silent: 30 * time.Second},
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost, FenceIn: 41 * time.Second},
+		},
+		{
+			name: "node deleted: force-deleted at once, self-fencing or not", driver: onNode, node: nil,
+			hb:   Heartbeat{T: time.Minute},
+			want: NodeLoss{Lost: true, Since: t0, Cause: CauseNodeDeleted, Fence: true},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := assessNode(tc.driver, tc.node, tc.zone, tc.fenceAfter, t0)
+			got := assessNode(tc.driver, tc.node, tc.zone, tc.fenceAfter, tc.hb, t0)
 			note := got.Note
 			got.Note = ""
 			if !got.Since.Equal(tc.want.Since) {

@@ -40,6 +40,10 @@ type Placeholder struct {
 	Budget    Budget // Max is taken from each pod; Backoff and MaxBackoff from here
 	// FenceAfter is the cluster-wide fence-after; a driver's own annotation wins. 0: never fence.
 	FenceAfter time.Duration
+	// Bounds are the admin's limits on fencing; Heartbeats what was seen of self-fencing drivers'
+	// heartbeats (nil: self-fencing drivers are never fenced on their heartbeat).
+	Bounds     Bounds
+	Heartbeats *Heartbeats
 	Metrics    *Metrics
 	Now        func() time.Time
 }
@@ -99,6 +103,9 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	settings, invalid := effectiveSettings(p.Annotations, rememberedSettings(sts), r.FenceAfter)
+	var bounded string
+	settings.FenceAfter, _, bounded = r.fencing(&p, settings.FenceAfter)
+	invalid = joinWarnings(invalid, bounded)
 	budget := r.Budget
 	budget.Max = settings.MaxRestarts
 	budget.Used, budget.Restarted = restartsOf(&p)
@@ -157,7 +164,15 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // new one: a new UID, so the garbage collector removes the old incarnation's executors. One left
 // Terminating on a node that died is force-deleted.
 func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcome Outcome, budget *Budget) error {
-	if outcome.PodUID != budget.Restarted {
+	if outcome.SelfFenced && outcome.PodUID != budget.Restarted {
+		// wrap stopped the driver for want of a heartbeat (an apiserver out of reach for T): a
+		// node-loss recovery, not the driver's failure; the incarnation is noted, not counted.
+		if err := r.recordRestart(ctx, p, budget.Used, outcome.PodUID); err != nil {
+			return err
+		}
+		r.event(p, driver, corev1.EventTypeWarning, "SelfFenced",
+			"the driver in pod %s was stopped by driverset wrap: its heartbeat could not be renewed; starting a new incarnation (not counted as a restart)", podRef(driver))
+	} else if outcome.PodUID != budget.Restarted {
 		budget.Used++
 		if err := r.recordRestart(ctx, p, budget.Used, outcome.PodUID); err != nil {
 			return err
@@ -207,6 +222,7 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod, names contract.
 		return nil, err
 	}
 	opts.Floor = convert.FloorOf(ranges.Items)
+	_, opts.SelfFence, _ = r.fencing(p, 0)
 	want, err := convert.StatefulSet(p, opts)
 	if err != nil {
 		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)

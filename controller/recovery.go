@@ -53,10 +53,15 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 	if err != nil {
 		return "", 0, err
 	}
-	loss := assessNode(driver, node, zone, fenceAfter, now)
+	hb, err := r.heartbeatOf(ctx, driver, driverContainer(p), false)
+	if err != nil {
+		return "", 0, err
+	}
+	loss := assessNode(driver, node, zone, fenceAfter, hb, now)
 	if loss.Fence {
-		// The cache may be behind a node that came back: decide again on the Node as it is now.
-		if loss, err = r.assessLive(ctx, driver, zone, fenceAfter, now); err != nil {
+		// The cache may be behind a node that came back, or a heartbeat that was renewed: decide
+		// again on the Node and the Lease as they are now.
+		if loss, err = r.assessLive(ctx, p, driver, zone, fenceAfter, now); err != nil {
 			return "", 0, err
 		}
 	}
@@ -123,6 +128,11 @@ func (r *Placeholder) forceDeleted(p, driver *corev1.Pod, loss NodeLoss, fenceAf
 		r.event(p, driver, corev1.EventTypeWarning, "OutOfService",
 			"force-deleted driver pod %s: its node %s is tainted %s:NoExecute and not Ready (read from the apiserver)",
 			podRef(driver), node, TaintOutOfService)
+	case CauseSelfFenced:
+		r.Metrics.fenced()
+		r.event(p, driver, corev1.EventTypeWarning, "Fenced",
+			"force-deleted driver pod %s: node %s has not been Ready since %s and driverset has seen no renewal of its heartbeat for longer than its self-fence T plus margin, so driverset wrap has stopped it",
+			podRef(driver), node, loss.Since.UTC().Format(time.RFC3339))
 	default:
 		r.Metrics.fenced()
 		r.event(p, driver, corev1.EventTypeWarning, "Fenced",
@@ -147,7 +157,7 @@ func (r *Placeholder) zoneOf(ctx context.Context, node *corev1.Node, fenceAfter 
 }
 
 // assessLive assesses the driver's node as the apiserver has it now.
-func (r *Placeholder) assessLive(ctx context.Context, driver *corev1.Pod, zone Zone, fenceAfter time.Duration, now time.Time) (NodeLoss, error) {
+func (r *Placeholder) assessLive(ctx context.Context, p, driver *corev1.Pod, zone Zone, fenceAfter time.Duration, now time.Time) (NodeLoss, error) {
 	node := &corev1.Node{}
 	if err := r.apiReader().Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -155,7 +165,11 @@ func (r *Placeholder) assessLive(ctx context.Context, driver *corev1.Pod, zone Z
 		}
 		node = nil
 	}
-	return assessNode(driver, node, zone, fenceAfter, now), nil
+	hb, err := r.heartbeatOf(ctx, driver, driverContainer(p), true)
+	if err != nil {
+		return NodeLoss{}, err
+	}
+	return assessNode(driver, node, zone, fenceAfter, hb, now), nil
 }
 
 // recordLoss sets (or, with nil, clears) the loss record on P under optimistic locking.

@@ -97,3 +97,28 @@ func rememberedSettings(sts *appsv1.StatefulSet) map[string]string {
 	_ = json.Unmarshal([]byte(sts.Annotations[contract.AnnotationAdmittedSettings]), &m)
 	return m
 }
+
+// fencing is the fence-after and self-fence T the driver of p gets: its knobs (fenceAfter, already
+// resolved; self-fence from p's annotation, used when the StatefulSet is made) within the admin's
+// Bounds, and a warning saying what the bounds changed. An invalid self-fence was refused at
+// admission; one edited in later is off.
+func (r *Placeholder) fencing(p *corev1.Pod, fenceAfter time.Duration) (time.Duration, time.Duration, string) {
+	var selfFence time.Duration
+	if v, ok := p.Annotations[contract.AnnotationSelfFence]; ok {
+		if s, err := parseKnob(contract.AnnotationSelfFence, v); err == nil {
+			selfFence = s.SelfFence
+		}
+	}
+	return r.Bounds.bound(p.Namespace, fenceAfter, selfFence)
+}
+
+// joinWarnings joins the non-empty warnings.
+func joinWarnings(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, "; ")
+}

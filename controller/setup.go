@@ -34,6 +34,9 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 			return err
 		}
 	}
+	if err := r.watchHeartbeats(ctx, mgr); err != nil {
+		return err
+	}
 	isPlaceholder := predicate.NewTypedPredicateFuncs(convert.IsPlaceholder)
 	isDriverPod := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()

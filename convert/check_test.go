@@ -75,6 +75,10 @@ func TestCheck(t *testing.T) {
 			reason: `annotation driverset.dev/fence-after="120" is not a duration of 0 or more such as "2m"`},
 		{name: "fence-after negative", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationFenceAfter: "-2m"} },
 			reason: `fence-after="-2m"`},
+		{name: "self-fence neither on nor a duration", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationSelfFence: "true"} },
+			reason: `annotation driverset.dev/self-fence="true" is not "on" or a duration`},
+		{name: "self-fence negative", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationSelfFence: "-1m"} },
+			reason: `self-fence="-1m"`},
 		{name: "relative entrypoint", pod: func(p *corev1.Pod) {
 			p.Annotations = map[string]string{contract.AnnotationEntrypoint: "opt/entrypoint.sh"}
 		},
@@ -148,6 +152,10 @@ func TestSettingsOf(t *testing.T) {
 			want: Settings{MaxRestarts: 0, Entrypoint: "/opt/entrypoint.sh"}},
 		{name: "the most restarts", annotations: map[string]string{contract.AnnotationMaxRestarts: "100"},
 			want: Settings{MaxRestarts: 100, Entrypoint: "/opt/entrypoint.sh"}},
+		{name: "self-fence on: the default T", annotations: map[string]string{contract.AnnotationSelfFence: "on"},
+			want: Settings{MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh", SelfFence: contract.DefaultSelfFence}},
+		{name: "self-fence with its T", annotations: map[string]string{contract.AnnotationSelfFence: "45s"},
+			want: Settings{MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh", SelfFence: 45 * time.Second}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,9 @@ type Settings struct {
 	Entrypoint string
 	// FenceAfter is how long the driver's node may be unreachable before its pod is force-deleted; 0 is off.
 	FenceAfter time.Duration
+	// SelfFence is T of self-fencing (contract.AnnotationSelfFence): wrap stops the driver when it
+	// cannot renew its heartbeat for this long; 0 is off.
+	SelfFence time.Duration
 }
 
 // SettingsOf parses the pod's driverset annotations, with defaults for the absent ones. An invalid
@@ -45,6 +48,14 @@ func SettingsOf(pod *corev1.Pod) (Settings, error) {
 		}
 		s.FenceAfter = d
 	}
+	if v, ok := a[contract.AnnotationSelfFence]; ok {
+		d, err := parseSelfFence(v)
+		if err != nil {
+			return Settings{}, notConvertible(pod, "annotation %s=%q is not %q or a duration of 0 or more such as \"2m\" "+
+				"(0 turns self-fencing off)", contract.AnnotationSelfFence, v, contract.SelfFenceOn)
+		}
+		s.SelfFence = d
+	}
 	entrypoint, err := entrypointOf(pod)
 	if err != nil {
 		return Settings{}, err
@@ -64,4 +75,16 @@ func entrypointOf(pod *corev1.Pod) (string, error) {
 			contract.AnnotationEntrypoint, v, contract.DefaultEntrypoint)
 	}
 	return v, nil
+}
+
+// parseSelfFence reads a self-fence value: "on" is contract.DefaultSelfFence.
+func parseSelfFence(v string) (time.Duration, error) {
+	if v == contract.SelfFenceOn {
+		return contract.DefaultSelfFence, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		err = strconv.ErrRange
+	}
+	return d, err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,9 @@ type Options struct {
 	// Names are S's and H's names; empty: contract.NamesFor(p.Name). The controller gives a
 	// placeholder admitted by an earlier driverset the names it has (contract.LegacyNamesFor).
 	Names contract.Names
+	// SelfFence, when positive, is the T with which `driverset wrap` keeps the driver's heartbeat
+	// Lease (the controller has bounded it by the admin's limits); 0 keeps none.
+	SelfFence time.Duration
 }
 
 // revisionHistoryLimit is small: with OnDelete and a template driverset never changes, S has one revision.
@@ -151,6 +155,9 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 		entry = []string{entrypoint}
 	}
 	wrapDriver(driver, entry, n.DriverHost(p.Namespace))
+	if o.SelfFence > 0 {
+		keepHeartbeat(driver, n.HeartbeatLease(), o.SelfFence)
+	}
 	return t, nil
 }
 

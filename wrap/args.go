@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/driverset/driverset/contract"
 )
 
 // Defaults of wrap's flags: where the driver pod's template mounts its emptyDir (convert.StateDir
@@ -24,7 +26,11 @@ flags:
   --state-dir DIR         where the started marker and the exit record live; must survive
                           container restarts (an emptyDir) (default ` + DefaultStateDir + `)
   --termination-log FILE  where the termination message is written; empty: not written
-                          (default ` + DefaultTerminationLog + `)`
+                          (default ` + DefaultTerminationLog + `)
+  --heartbeat-lease NAME  self-fencing: renew the coordination.k8s.io Lease NAME (in $` + contract.EnvPodNamespace + `,
+                          with the pod's ServiceAccount) while the driver runs
+  --self-fence T          with --heartbeat-lease: kill the driver's whole process tree when the
+                          Lease could not be renewed for T (a duration such as 2m)`
 
 // helpError is returned for -h/--help: its text is the usage, and errors.Is(err, flag.ErrHelp).
 type helpError struct{}
@@ -48,6 +54,8 @@ func ParseArgs(args []string) (Options, error) {
 	fs.SetOutput(io.Discard) // errors are returned, not printed
 	fs.StringVar(&o.StateDir, "state-dir", DefaultStateDir, "")
 	fs.StringVar(&o.TerminationLog, "termination-log", DefaultTerminationLog, "")
+	fs.StringVar(&o.HeartbeatLease, FlagHeartbeatLease, "", "")
+	fs.DurationVar(&o.SelfFence, FlagSelfFence, 0, "")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Options{}, helpError{}
@@ -67,6 +75,10 @@ func ParseArgs(args []string) (Options, error) {
 		return Options{}, fmt.Errorf("driverset wrap: empty command name after --\n%s", usage)
 	case o.StateDir == "":
 		return Options{}, fmt.Errorf("driverset wrap: --state-dir must not be empty\n%s", usage)
+	case (o.HeartbeatLease == "") != (o.SelfFence == 0):
+		return Options{}, fmt.Errorf("driverset wrap: --heartbeat-lease and --self-fence go together\n%s", usage)
+	case o.SelfFence < 0:
+		return Options{}, fmt.Errorf("driverset wrap: --self-fence must be positive\n%s", usage)
 	}
 	o.Command = command
 	return o, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -77,5 +78,21 @@ func TestParseArgsDoesNotAliasItsInput(t *testing.T) {
 	args[1] = "changed"
 	if o.Command[0] != "cmd" {
 		t.Errorf("Command follows the caller's slice: %q", o.Command)
+	}
+}
+
+func TestParseArgsSelfFence(t *testing.T) {
+	o, err := ParseArgs([]string{"--heartbeat-lease", "d-0-heartbeat", "--self-fence=90s", "--", "cmd"})
+	if err != nil || o.HeartbeatLease != "d-0-heartbeat" || o.SelfFence != 90*time.Second {
+		t.Errorf("ParseArgs = %+v, %v", o, err)
+	}
+	for _, args := range [][]string{
+		{"--heartbeat-lease", "x", "--", "cmd"},
+		{"--self-fence=1m", "--", "cmd"},
+		{"--heartbeat-lease", "x", "--self-fence=-1s", "--", "cmd"},
+	} {
+		if _, err := ParseArgs(args); err == nil || !strings.Contains(err.Error(), "usage: driverset wrap") {
+			t.Errorf("ParseArgs(%q) = %v, want an error and the usage", args, err)
+		}
 	}
 }

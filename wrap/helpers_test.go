@@ -28,6 +28,8 @@ import (
 //	child spawn MODE DIR CODE  appends to DIR/runs, starts a daemonized grandchild (`linger MODE`,
 //	                         its own session, not waited for, holding the output), waits until it
 //	                         runs, exits CODE
+//	child tree DIR           appends to DIR/runs, starts a `linger ignore` grandchild (its own
+//	                         session), announces DIR/ready once it runs, sleeps
 //	child linger MODE DIR    announces its pid in DIR/linger and sleeps; MODE "ignore" ignores
 //	                         SIGTERM, "term" dies of it
 const (
@@ -150,6 +152,33 @@ func childMain(args []string) int {
 		}
 		n, _ := strconv.Atoi(code)
 		return n
+	case len(args) == 2 && args[0] == "tree":
+		dir := args[1]
+		if err := ran(dir); err != nil {
+			return fail(err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(err)
+		}
+		gc := exec.Command(exe, "child", "linger", "ignore", dir)
+		gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := gc.Start(); err != nil {
+			return fail(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "linger")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fail(fmt.Errorf("the grandchild did not start"))
+			}
+		}
+		if err := ready(dir); err != nil {
+			return fail(err)
+		}
+		time.Sleep(30 * time.Second)
+		return fail(fmt.Errorf("was not killed"))
 	case len(args) == 3 && args[0] == "linger":
 		if args[1] == "ignore" {
 			signal.Ignore(syscall.SIGTERM)

@@ -87,6 +87,16 @@ func (r *reaper) endLeftovers(grace time.Duration, logf func(string, ...any)) st
 		r.reap(0)
 		left := descendants(self)
 		now := time.Now()
+		// One that ended between the reap above and the scan is a zombie, which the scan does
+		// not count: it is reaped on the next round, or it would stay after wrap says the driver
+		// ended.
+		if len(left) == 0 && zombieChildren(self) > 0 && !now.After(giveUpAt) {
+			select {
+			case <-r.sigchld:
+			case <-tick.C:
+			}
+			continue
+		}
 		if len(left) == 0 || now.After(giveUpAt) {
 			if len(left) > 0 {
 				logf("%d leftover process(es) of the driver did not end after SIGKILL: %v", len(left), left)
@@ -161,6 +171,25 @@ func descendants(root int) []int {
 		}
 	}
 	return out
+}
+
+// zombieChildren counts the children of root that ended and are not reaped yet.
+func zombieChildren(root int) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, state, ok := procStat(pid); ok && ppid == root && (state == "Z" || state == "X") {
+			n++
+		}
+	}
+	return n
 }
 
 // procStat reads the parent pid and state of pid from /proc/PID/stat. The command name, in

@@ -52,6 +52,12 @@ type Options struct {
 	// LeftoverGrace is how long the processes the child leaves running have, after SIGTERM,
 	// before SIGKILL (0: DefaultLeftoverGrace).
 	LeftoverGrace time.Duration
+	// HeartbeatLease and SelfFence turn self-fencing on: the driver runs only while the Lease is
+	// renewed, and its whole process tree is killed once it could not be for SelfFence.
+	HeartbeatLease string
+	SelfFence      time.Duration
+	// Renewer renews the heartbeat; nil: the Lease HeartbeatLease, with the pod's ServiceAccount.
+	Renewer Renewer
 	// Signals, when not nil, replaces Run's subscription to the process's signals: each value
 	// received is handled as if the process had received it. Production leaves it nil; tests use
 	// it to drive Run in-process without signalling the test binary itself.
@@ -120,10 +126,17 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 		return ExitOutcomeLost, o.record(st, TerminationMessage(ExitOutcomeLost, detail))
 	}
 
+	// The heartbeat is held before the driver starts (and before it is marked started: a
+	// container that never got one tries again when the kubelet restarts it).
+	fence, stopHeartbeat, err := o.startHeartbeat(ctx)
+	if err != nil {
+		return o.failedHeartbeat(err)
+	}
+	defer stopHeartbeat()
 	if err := st.markStarted(fmt.Sprintf("started %s by pid %d", time.Now().UTC().Format(time.RFC3339), os.Getpid())); err != nil {
 		return o.failed(err)
 	}
-	code, detail := runChild(ctx, o, sigs)
+	code, detail := runChild(ctx, o, sigs, fence)
 	o.logf("%s", detail)
 	return code, o.record(st, TerminationMessage(code, detail))
 }
@@ -139,7 +152,7 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 //
 // All waiting is the reaper's (see reaper): exec.Cmd only starts the child, and its Wait is
 // called once the reaper has the child's status, to end its copies of the output.
-func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, string) {
+func runChild(ctx context.Context, o Options, sigs <-chan os.Signal, fence <-chan string) (int, string) {
 	name := o.Command[0]
 	cmd := exec.Command(name, o.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
@@ -166,8 +179,13 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, strin
 		return code, fmt.Sprintf("cannot run the driver command %s (exit code %d): %v", name, code, err)
 	}
 	stop := ctx.Done()
+	fenced := ""
 	for {
 		select {
+		case fenced = <-fence:
+			fence = nil
+			o.logf("%s: killing the driver's process tree", fenced)
+			killTree(cmd.Process.Pid)
 		case s := <-sigs:
 			// Fails only when the child has just exited, which the reaper is about to report.
 			_ = cmd.Process.Signal(s)
@@ -185,6 +203,9 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal) (int, strin
 			// copies of the child's output, whose writers are all gone now.
 			_ = cmd.Wait()
 			code, detail := outcome(name, status)
+			if fenced != "" {
+				detail = selfFencedDetail(fenced, detail)
+			}
 			return code, detail + left
 		}
 	}

@@ -52,6 +52,8 @@ type serveFlags struct {
 	restartBackoff    time.Duration
 	maxRestartBackoff time.Duration
 	fenceAfter        time.Duration
+	fenceBounds       controller.Bounds
+	fenceNamespaces   string
 	selfManagedCerts  bool
 	caSecret          string
 	webhookService    string
@@ -80,6 +82,11 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.DurationVar(&f.restartBackoff, "restart-backoff", 10*time.Second, "delay before the first restart of a failed driver; doubles with each restart")
 	fs.DurationVar(&f.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay between restarts")
 	fs.DurationVar(&f.fenceAfter, "fence-after", 0, "force-delete a driver pod whose node has been unreachable this long (0: never; a driver's driverset.dev/fence-after annotation wins)")
+	fs.DurationVar(&f.fenceBounds.FenceAfterMin, "fence-after-min", 10*time.Second, "the least fence-after a driver may ask for; a smaller one is raised to it, with a warning")
+	fs.DurationVar(&f.fenceBounds.FenceAfterMax, "fence-after-max", 0, "the most fence-after a driver may ask for (0: no ceiling)")
+	fs.DurationVar(&f.fenceBounds.SelfFenceMin, "self-fence-min", 10*time.Second, "the least self-fence T a driver may ask for (driverset.dev/self-fence)")
+	fs.DurationVar(&f.fenceBounds.SelfFenceMax, "self-fence-max", 10*time.Minute, "the most self-fence T a driver may ask for (0: no ceiling)")
+	fs.StringVar(&f.fenceNamespaces, "fence-namespaces", "", "comma-separated namespaces whose drivers may be fenced at all, by fence-after or self-fence (empty: every namespace)")
 	fs.BoolVar(&f.selfManagedCerts, "self-managed-tls", false, "make and rotate the webhook's CA and serving certificates (no cert-manager); they go to --cert-dir")
 	fs.StringVar(&f.caSecret, "ca-secret", "driverset-ca", "with --self-managed-tls: the Secret, in this pod's namespace, that holds the CA")
 	fs.StringVar(&f.webhookService, "webhook-service", "driverset-webhook", "with --self-managed-tls: the webhook's Service (the serving certificate's name)")
@@ -95,6 +102,9 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	}
 	if err := f.applyLogLevel(fs); err != nil {
 		return f, err
+	}
+	if f.fenceNamespaces != "" {
+		f.fenceBounds.Namespaces = strings.Split(f.fenceNamespaces, ",")
 	}
 	if f.image == "" && (os.Getenv("POD_NAME") == "" || os.Getenv("POD_NAMESPACE") == "") {
 		return f, errors.New("--image is required outside a pod: the image the driver pods' init container copies the driverset binary from")
@@ -217,6 +227,8 @@ func serve(ctx context.Context, args []string) error {
 		Convert:    convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
 		Budget:     controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
 		FenceAfter: f.fenceAfter,
+		Bounds:     f.fenceBounds,
+		Heartbeats: controller.NewHeartbeats(nil),
 		Metrics:    metrics,
 	}
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {

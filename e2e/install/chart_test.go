@@ -161,6 +161,22 @@ func TestChartValues(t *testing.T) {
 		check     func(t *testing.T, objs []*unstructured.Unstructured)
 	}{
 		{
+			name: "the admin's bounds on fencing",
+			values: map[string]any{"fencing": map[string]any{
+				"fenceAfterMin": "1m", "fenceAfterMax": "10m", "selfFenceMin": "30s", "selfFenceMax": "5m",
+				"namespaces": []any{"spark-a", "spark-b"},
+			}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+				for _, want := range []string{"--fence-after-min=1m", "--fence-after-max=10m", "--self-fence-min=30s",
+					"--self-fence-max=5m", "--fence-namespaces=spark-a,spark-b"} {
+					if !containsString(args, want) {
+						t.Errorf("serve is not given %s: %v", want, args)
+					}
+				}
+			},
+		},
+		{
 			name:   "replicas",
 			values: map[string]any{"replicas": 3},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {

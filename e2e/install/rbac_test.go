@@ -82,6 +82,12 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{"", "events.k8s.io", "events", "patch", ""}:  all,
 		// Why the StatefulSet cannot make the driver pod: one StatefulSet's Events, listed live.
 		{"", "", "events", "list", ""}: all,
+		// Self-fencing drivers' heartbeat Leases (informer cache by label; a live get before a
+		// fence): read only. The ClusterRole driverset-heartbeat that lets drivers write them is
+		// bound by the admin, never by driverset.
+		{"", "coordination.k8s.io", "leases", "get", ""}:   all,
+		{"", "coordination.k8s.io", "leases", "list", ""}:  all,
+		{"", "coordination.k8s.io", "leases", "watch", ""}: all,
 		// Leader election of the controller, in driverset's namespace.
 		{systemNamespace, "coordination.k8s.io", "leases", "get", ""}:    all,
 		{systemNamespace, "coordination.k8s.io", "leases", "list", ""}:   all,
