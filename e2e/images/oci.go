@@ -210,9 +210,8 @@ func WriteOCIArchive(w io.Writer, img Image) (digest string, err error) {
 	if err != nil {
 		return "", err
 	}
-	blobs := append(layers, cfgBlob, manBlob)
-	// Last, so that a reader streaming the archive has every blob the index names.
-	blobs = append(blobs, blob{data: idx, size: int64(len(idx))})
+	// The index last, so that a reader streaming the archive has every blob the index names.
+	blobs := slices.Concat(layers, []blob{cfgBlob, manBlob, {data: idx, size: int64(len(idx))}})
 
 	tw := tar.NewWriter(w)
 	header := func(name string, size int64) *tar.Header {
