@@ -4,6 +4,7 @@ package realnode
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
@@ -108,8 +109,12 @@ func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T
 	return runSparkJob(t, d, sparkJob{resilient: resilient}, during)
 }
 
-// sparkJob says how to submit: opted in or not, the JVM job or the PySpark one.
-type sparkJob struct{ resilient, python bool }
+// sparkJob says how to submit: opted in or not, the JVM job or the PySpark one, and its number
+// of slices (0: sparkSlices).
+type sparkJob struct {
+	resilient, python bool
+	slices            int
+}
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
 	t.Helper()
@@ -137,7 +142,7 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	}
 	r := &sparkRun{
 		app: spark.App{Dist: d, Master: bed.cluster.Config.Host, Namespace: ns, Name: name, Conf: conf,
-			Args: []string{fmt.Sprint(sparkSlices), fmt.Sprint(sparkSliceMillis)}, Python: job.python},
+			Args: []string{fmt.Sprint(cmp.Or(job.slices, sparkSlices)), fmt.Sprint(sparkSliceMillis)}, Python: job.python},
 		names:     contract.NamesFor(name + "-driver"),
 		done:      make(chan struct{}),
 		drivers:   map[string]*seenDriver{},
@@ -494,7 +499,10 @@ func TestRealSparkKillAndStatus(t *testing.T) {
 	}
 	try := func(resilient, byGlob bool) seen {
 		var s seen
-		s.run = runSpark(t, d, resilient, func(t *testing.T, r *sparkRun) {
+		// Long enough that the job is still running after three spark-submit JVMs have started
+		// one after another (the two --status, then --kill): the kill must land mid-job.
+		job := sparkJob{resilient: resilient, slices: 20 * sparkSlices}
+		s.run = runSparkJob(t, d, job, func(t *testing.T, r *sparkRun) {
 			waitDriverLog(t, r, reAttempt, 1)
 			ns, pod := r.app.Namespace, r.app.Conf["spark.kubernetes.driver.pod.name"]
 			s.status = r.operation(t, "--status", ns+":"+pod)
@@ -529,6 +537,9 @@ func TestRealSparkKillAndStatus(t *testing.T) {
 		}
 		if reResult.MatchString(strings.Join(c.s.run.logsText(), "\n")) {
 			t.Errorf("%s: the killed job still printed its result", c.name)
+		}
+		if last(c.s.run.phases()) == string(corev1.PodSucceeded) {
+			t.Errorf("%s: spark-submit saw the killed app Succeeded", c.name)
 		}
 	}
 	if n := statuses(plain.glob); n != 1 {
