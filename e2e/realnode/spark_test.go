@@ -114,6 +114,7 @@ func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T
 type sparkJob struct {
 	resilient, python bool
 	slices            int
+	failOnce          bool // the job's first attempt throws (DriversetPi's "fail-once")
 }
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
@@ -140,9 +141,13 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	if job.resilient {
 		conf["spark.kubernetes.driver.label."+contract.LabelResilient] = "true"
 	}
+	args := []string{fmt.Sprint(cmp.Or(job.slices, sparkSlices)), fmt.Sprint(sparkSliceMillis)}
+	if job.failOnce {
+		args = append(args, "fail-once")
+	}
 	r := &sparkRun{
 		app: spark.App{Dist: d, Master: bed.cluster.Config.Host, Namespace: ns, Name: name, Conf: conf,
-			Args: []string{fmt.Sprint(cmp.Or(job.slices, sparkSlices)), fmt.Sprint(sparkSliceMillis)}, Python: job.python},
+			Args: args, Python: job.python},
 		names:     contract.NamesFor(name + "-driver"),
 		done:      make(chan struct{}),
 		drivers:   map[string]*seenDriver{},
@@ -480,6 +485,34 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestRealSparkDriverFailsThenCompletes: the driver JVM throws (an application error, not a node
+// loss). Without driverset, Spark ends the app Failed; with it, the driver runs again in a new
+// incarnation with the same app id and the job completes: spark-submit, still watching, ends
+// Succeeded with the job's result.
+func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
+	if len(bed.images.spark) == 0 {
+		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
+	}
+	d := bed.images.spark[len(bed.images.spark)-1]
+	r := runSparkJob(t, d, sparkJob{resilient: true, failOnce: true}, nil)
+	r.expectSucceeded(t)
+	r.expectStableName(t)
+	if a := r.attempts(); len(a) != 2 {
+		t.Errorf("want 2 driver attempts (the failed one, then the one that completed), saw %v", a)
+	}
+	logs := r.driverLogs()
+	if len(logs) != 2 || !strings.Contains(logs[0].log, "failing the first attempt") || reResult.MatchString(logs[0].log) {
+		t.Errorf("want the first incarnation to have thrown and the second to have completed; saw %d incarnations", len(logs))
+	}
+	p, err := kube().CoreV1().Pods(r.app.Namespace).Get(context.Background(), r.app.Conf["spark.kubernetes.driver.pod.name"], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
+		t.Errorf("the placeholder counts %q restarts, want 1", got)
+	}
 }
 
 // TestRealSparkKillAndStatus: `spark-submit --status` and `--kill`, by name and in their glob

@@ -2,6 +2,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 
+import io.fabric8.kubernetes.api.model.ConfigMapBuilder;
+import io.fabric8.kubernetes.client.KubernetesClient;
+import io.fabric8.kubernetes.client.KubernetesClientBuilder;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import org.apache.spark.SparkConf;
 import org.apache.spark.api.java.JavaSparkContext;
 
@@ -11,7 +16,10 @@ import org.apache.spark.api.java.JavaSparkContext;
  * so a run with driverset and one without must print the same estimate.
  *
  * <p>Arguments: slices, milliseconds each slice also sleeps (so that the job lasts long enough
- * to lose a node in the middle of it).
+ * to lose a node in the middle of it), and optionally "fail-once": the first driver that gets
+ * this far records it in a ConfigMap of its namespace (with the driver's own ServiceAccount,
+ * through the Kubernetes client that Spark ships) and throws, as a job with a bug that a retry
+ * gets past would; a later driver finds the record and runs the job.
  */
 public final class DriversetPi {
   private static final int DARTS = 200_000;
@@ -23,6 +31,9 @@ public final class DriversetPi {
     long sleepMillis = Long.parseLong(args[1]);
     JavaSparkContext sc = new JavaSparkContext(new SparkConf().setAppName("driverset-pi"));
     System.out.println("driverset-pi: app " + sc.sc().applicationId() + " attempt started");
+    if (args.length > 2 && args[2].equals("fail-once") && firstAttempt(sc.sc().applicationId())) {
+      throw new IllegalStateException("driverset-pi: failing the first attempt, as asked");
+    }
     List<Integer> ids = new ArrayList<>();
     for (int i = 0; i < slices; i++) {
       ids.add(i);
@@ -42,5 +53,21 @@ public final class DriversetPi {
     }).reduce(Long::sum);
     System.out.printf("driverset-pi: pi is roughly %.6f (%d slices)%n", 4.0 * inside / ((long) slices * DARTS), slices);
     sc.stop();
+  }
+
+  /** Records this app's first attempt in a ConfigMap; false when an earlier attempt did. */
+  private static boolean firstAttempt(String appId) throws Exception {
+    String ns = new String(Files.readAllBytes(
+        Paths.get("/var/run/secrets/kubernetes.io/serviceaccount/namespace"))).trim();
+    String name = "driverset-pi-" + appId;
+    try (KubernetesClient k8s = new KubernetesClientBuilder().build()) {
+      if (k8s.configMaps().inNamespace(ns).withName(name).get() != null) {
+        return false;
+      }
+      k8s.configMaps().inNamespace(ns).resource(new ConfigMapBuilder()
+          .withNewMetadata().withName(name).endMetadata()
+          .addToData("attempt", "1").build()).create();
+      return true;
+    }
   }
 }
