@@ -7,6 +7,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +19,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -114,7 +118,8 @@ func runSpark(t *testing.T, d spark.Dist, resilient bool, during func(*testing.T
 type sparkJob struct {
 	resilient, python bool
 	slices            int
-	failOnce          bool // the job's first attempt throws (DriversetPi's "fail-once")
+	failOnce          bool              // the job's first attempt throws (DriversetPi's "fail-once")
+	conf              map[string]string // more --conf
 }
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
@@ -141,6 +146,7 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	if job.resilient {
 		conf["spark.kubernetes.driver.label."+contract.LabelResilient] = "true"
 	}
+	maps.Copy(conf, job.conf)
 	args := []string{fmt.Sprint(cmp.Or(job.slices, sparkSlices)), fmt.Sprint(sparkSliceMillis)}
 	if job.failOnce {
 		args = append(args, "fail-once")
@@ -490,13 +496,22 @@ func (b *syncBuffer) String() string {
 // TestRealSparkDriverFailsThenCompletes: the driver JVM throws (an application error, not a node
 // loss). Without driverset, Spark ends the app Failed; with it, the driver runs again in a new
 // incarnation with the same app id and the job completes: spark-submit, still watching, ends
-// Succeeded with the job's result.
+// Succeeded with the job's result. The driver has a claim that spark-submit made
+// (claimName=OnDemand), which the first JVM's clean stop would delete by its app id label: the
+// second incarnation must get it.
 func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 	if len(bed.images.spark) == 0 {
 		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
 	}
 	d := bed.images.spark[len(bed.images.spark)-1]
-	r := runSparkJob(t, d, sparkJob{resilient: true, failOnce: true}, nil)
+	class := localVolume(t)
+	const claim = "spark.kubernetes.driver.volumes.persistentVolumeClaim.data."
+	r := runSparkJob(t, d, sparkJob{resilient: true, failOnce: true, conf: map[string]string{
+		claim + "options.claimName":    "OnDemand",
+		claim + "options.storageClass": class,
+		claim + "options.sizeLimit":    "1Gi",
+		claim + "mount.path":           "/data",
+	}}, nil)
 	r.expectSucceeded(t)
 	r.expectStableName(t)
 	if a := r.attempts(); len(a) != 2 {
@@ -513,6 +528,47 @@ func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 	if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
 		t.Errorf("the placeholder counts %q restarts, want 1", got)
 	}
+}
+
+// localVolume makes a StorageClass with no provisioner and one local PersistentVolume of it on a
+// real node (a folder of the host, which the nodes share), for one claim; it returns the class.
+func localVolume(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("driverset-e2e-local-%d", time.Now().UnixNano()%100000)
+	dir := filepath.Join(os.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o777) // the spark user writes there
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wait}
+	if _, err := kube().StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:       name,
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn,
+					Values: bed.cluster.RealNodes()}},
+			}}}},
+		},
+	}
+	if _, err := kube().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube().CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = kube().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = os.RemoveAll(dir)
+	})
+	return name
 }
 
 // TestRealSparkKillAndStatus: `spark-submit --status` and `--kill`, by name and in their glob
