@@ -552,7 +552,7 @@ func localVolume(t *testing.T) string {
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName: name,
 			Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			// Spark 3.x asks ReadWriteOnce of its OnDemand claims, 4.x ReadWriteOncePod.
+			// Spark 4.1.1's OnDemand claims ask for ReadWriteOncePod; offering both fits any version.
 			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteOncePod},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
