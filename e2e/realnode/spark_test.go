@@ -530,8 +530,8 @@ func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 	}
 }
 
-// localVolume makes a StorageClass with no provisioner and one local PersistentVolume of it on a
-// real node (a folder of the host, which the nodes share), for one claim; it returns the class.
+// localVolume makes a StorageClass with no provisioner and local PersistentVolumes of it on the
+// real nodes (a folder of the host, which the nodes share), for one claim; it returns the class.
 func localVolume(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
@@ -547,25 +547,31 @@ func localVolume(t *testing.T) string {
 	if _, err := kube().StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName: name,
-			Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			// Spark 4.1.1's OnDemand claims ask for ReadWriteOncePod; offering both fits any version.
-			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteOncePod},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn,
-					Values: bed.cluster.RealNodes()}},
-			}}}},
-		},
-	}
-	if _, err := kube().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The claim's access mode depends on the Spark version (4.1.1 asks ReadWriteOncePod, which
+	// a volume cannot offer with another mode): one volume of each, the claim binds to its own.
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteOncePod}
+	for i, mode := range modes {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i)},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:       name,
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{mode},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn,
+						Values: bed.cluster.RealNodes()}},
+				}}}},
+			},
+		}
+		if _, err := kube().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
-		_ = kube().CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		for i := range modes {
+			_ = kube().CoreV1().PersistentVolumes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
+		}
 		_ = kube().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = os.RemoveAll(dir)
 	})
