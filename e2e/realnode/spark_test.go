@@ -537,19 +537,27 @@ func localVolume(t *testing.T) string {
 	ctx := context.Background()
 	name := fmt.Sprintf("driverset-e2e-local-%d", time.Now().UnixNano()%100000)
 	dir := filepath.Join(os.TempDir(), name)
+	// The claim's access mode depends on the Spark version (4.1.1 asks ReadWriteOncePod, which
+	// a volume cannot offer with another mode): one volume of each, the claim binds to its own.
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteOncePod}
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	_ = os.Chmod(dir, 0o777) // the spark user writes there
+	// Registered first, so that a failure below leaves nothing behind.
+	t.Cleanup(func() {
+		for i := range modes {
+			_ = kube().CoreV1().PersistentVolumes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
+		}
+		_ = kube().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = os.RemoveAll(dir)
+	})
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wait}
 	if _, err := kube().StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The claim's access mode depends on the Spark version (4.1.1 asks ReadWriteOncePod, which
-	// a volume cannot offer with another mode): one volume of each, the claim binds to its own.
-	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteOncePod}
 	for i, mode := range modes {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i)},
@@ -568,13 +576,6 @@ func localVolume(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		for i := range modes {
-			_ = kube().CoreV1().PersistentVolumes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
-		}
-		_ = kube().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		_ = os.RemoveAll(dir)
-	})
 	return name
 }
 
