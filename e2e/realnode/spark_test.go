@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -280,11 +281,7 @@ func (r *sparkRun) driverLogs() []*seenDriver {
 		c := *d
 		out = append(out, &c)
 	}
-	for i := range out { // a few items: insertion sort by creation
-		for j := i; j > 0 && out[j].created.Before(out[j-1].created); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortStableFunc(out, func(a, b *seenDriver) int { return a.created.Compare(b.created) })
 	return out
 }
 
@@ -494,9 +491,9 @@ func (b *syncBuffer) String() string {
 }
 
 // TestRealSparkDriverFailsThenCompletes: the driver JVM throws (an application error, not a node
-// loss). Without driverset, Spark ends the app Failed; with it, the driver runs again in a new
-// incarnation with the same app id and the job completes: spark-submit, still watching, ends
-// Succeeded with the job's result. The driver has a claim that spark-submit made
+// loss). Spark alone would end the app there (read in its source, not run here); with driverset
+// the driver runs again in a new incarnation with the same app id and the job completes:
+// spark-submit, still watching, ends Succeeded with the job's result. The driver has a claim that spark-submit made
 // (claimName=OnDemand), which the first JVM's clean stop would delete by its app id label: the
 // second incarnation must get it.
 func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
