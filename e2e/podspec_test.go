@@ -193,28 +193,7 @@ func TestPodLevelResourcesAreChargedOnce(t *testing.T) {
 		Requests: corev1.ResourceList{corev1.ResourceCPU: podCPU, corev1.ResourceMemory: podMem},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: podCPU, corev1.ResourceMemory: podMem},
 	}
-	cpu, mem := podCPU.DeepCopy(), podMem.DeepCopy()
-	// Executors as the simulator makes them (Spark's defaults: as much as the driver's container).
-	for range 2 {
-		cpu.Add(*driver.Requests.Cpu())
-		mem.Add(*driver.Requests.Memory())
-	}
-	quota := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "one-app"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-			corev1.ResourceRequestsCPU:    cpu,
-			corev1.ResourceRequestsMemory: mem,
-			corev1.ResourceLimitsMemory:   mem,
-			corev1.ResourcePods:           resource.MustParse("4"),
-		}},
-	}
-	if _, err := kube().CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "the quota's status computed", func(ctx context.Context) (bool, error) {
-		q, err := kube().CoreV1().ResourceQuotas(ns).Get(ctx, "one-app", metav1.GetOptions{})
-		return err == nil && len(q.Status.Hard) > 0, nil
-	})
+	oneAppQuota(t, ns, podCPU.DeepCopy(), podMem.DeepCopy(), driver.Requests)
 	s := submitEdited(t, a, func(p *corev1.Pod) { p.Spec.Resources = podLevel.DeepCopy() })
 	p := getPod(t, ns, s.plan.DriverPodName)
 	if p.Spec.Resources == nil || !p.Spec.Resources.Requests.Cpu().IsZero() || !p.Spec.Resources.Requests.Memory().IsZero() {

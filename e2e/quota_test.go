@@ -127,3 +127,30 @@ func TestRefusedCreatesAreShownOnThePlaceholder(t *testing.T) {
 		t.Errorf("spark-submit's final phase %s, want Succeeded", res.FinalPhase)
 	}
 }
+
+// oneAppQuota sets namespace ns's quota to exactly one app: a driver pod of cpu and mem, two
+// executors that each ask what executor asks (the simulator's executors, sized as Spark's defaults
+// size them), four pods (with the placeholder); it returns once the quota's status is computed.
+func oneAppQuota(t *testing.T, ns string, cpu, mem resource.Quantity, executor corev1.ResourceList) {
+	t.Helper()
+	for range 2 {
+		cpu.Add(*executor.Cpu())
+		mem.Add(*executor.Memory())
+	}
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-app"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceRequestsCPU:    cpu,
+			corev1.ResourceRequestsMemory: mem,
+			corev1.ResourceLimitsMemory:   mem,
+			corev1.ResourcePods:           resource.MustParse("4"),
+		}},
+	}
+	if _, err := kube().CoreV1().ResourceQuotas(ns).Create(context.Background(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the quota's status computed", func(ctx context.Context) (bool, error) {
+		q, err := kube().CoreV1().ResourceQuotas(ns).Get(ctx, "one-app", metav1.GetOptions{})
+		return err == nil && len(q.Status.Hard) > 0, nil
+	})
+}

@@ -104,28 +104,7 @@ func TestQuotaSizedForOneDriverAndTwoExecutors(t *testing.T) {
 		t.Fatal(err)
 	}
 	driver := plan.DriverPod.Spec.Containers[0].Resources
-	cpu, mem := driver.Requests.Cpu().DeepCopy(), driver.Requests.Memory().DeepCopy()
-	// Executors as the simulator makes them (Spark's defaults: as much as the driver here).
-	for range 2 {
-		cpu.Add(*driver.Requests.Cpu())
-		mem.Add(*driver.Requests.Memory())
-	}
-	quota := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "one-app"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-			corev1.ResourceRequestsCPU:    cpu,
-			corev1.ResourceRequestsMemory: mem,
-			corev1.ResourceLimitsMemory:   mem,
-			corev1.ResourcePods:           resource.MustParse("4"),
-		}},
-	}
-	if _, err := kube().CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "the quota's status computed", func(ctx context.Context) (bool, error) {
-		q, err := kube().CoreV1().ResourceQuotas(ns).Get(ctx, "one-app", metav1.GetOptions{})
-		return err == nil && len(q.Status.Hard) > 0, nil
-	})
+	oneAppQuota(t, ns, driver.Requests.Cpu().DeepCopy(), driver.Requests.Memory().DeepCopy(), driver.Requests)
 	s := submit(t, a)
 	names := contract.NamesFor(s.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
