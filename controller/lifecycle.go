@@ -62,6 +62,11 @@ const (
 //     preemptible VMs, upgrades) is CauseNodeShutdown; node-pressure eviction and preemption are
 //     CauseEvicted. Such a pod stays, Failed, until the StatefulSet controller deletes it (a
 //     terminal pod goes at once, with no grace period) and makes S-0 again.
+//
+// An eviction without the condition is not from outside: the eviction manager sets it for node
+// pressure only, and evicts without it a pod over its own ephemeral-storage limit or an emptyDir
+// over its sizeLimit (k8s v1.37 pkg/kubelet/eviction). That is the driver's failure, like an OOM
+// kill: counted, or a driver that always fills its disk would be evicted and made again forever.
 func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 	if pod == nil {
 		return "", time.Time{}, false
@@ -77,7 +82,7 @@ func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool
 	}
 	failed := pod.Status.Phase == corev1.PodFailed
 	switch {
-	case failed && pod.Status.Reason == reasonEvicted:
+	case failed && pod.Status.Reason == reasonEvicted && disruption != nil:
 		cause = CauseEvicted
 	case failed && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore):
 		cause = CauseNodeShutdown

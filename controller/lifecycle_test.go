@@ -126,6 +126,11 @@ func TestOutcomeOf(t *testing.T) {
 		{name: "pod being deleted: stopped from outside, no outcome", pod: deleting, want: Outcome{}},
 		{name: "terminated by the kubelet (node shutdown): no outcome", pod: shutDown, want: Outcome{}},
 		{name: "evicted for node pressure: no outcome", pod: disrupted(withDriverStatus(uid, killed), "Evicted", corev1.PodReasonTerminationByKubelet), want: Outcome{}},
+		{
+			name: "evicted for its own storage limit (no condition): the driver's failure",
+			pod:  disrupted(withDriverStatus(uid, killed), "Evicted", ""),
+			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+		},
 		{name: "DisruptionTarget alone, the pod still terminating: no outcome", pod: disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonPreemptionByScheduler), want: Outcome{}},
 		{name: "Failed with the kubelet's reason but no condition (older kubelet): no outcome", pod: disrupted(withDriverStatus(uid, killed), "Shutdown", ""), want: Outcome{}},
 		{
@@ -216,7 +221,10 @@ func TestStoppedFromOutside(t *testing.T) {
 		{name: "preempted by the scheduler", pod: disrupted(running(), "", corev1.PodReasonPreemptionByScheduler), cause: CauseEvicted, since: t0},
 		// Without the condition the stop has no time: the caller dates it (zero since).
 		{name: "Failed, reason Shutdown, no condition", pod: disrupted(running(), "Shutdown", ""), cause: CauseNodeShutdown},
-		{name: "Failed, reason Evicted, no condition", pod: disrupted(running(), "Evicted", ""), cause: CauseEvicted},
+		// The eviction manager marks node-pressure evictions with the condition (above). Without
+		// it, the kubelet evicted the pod for its own ephemeral-storage limit or an emptyDir's
+		// sizeLimit: the driver's own failure, like an OOM kill, or it would be evicted forever.
+		{name: "Failed, reason Evicted, no condition: over its own storage limit", pod: disrupted(running(), "Evicted", "")},
 		{name: "a disrupted pod that is also being deleted: the deletion", pod: disruptedAndDeleting, cause: CausePodDeleted, since: t0.Add(time.Second)},
 		{name: "Failed for another reason: the driver's own", pod: disrupted(running(), "DeadlineExceeded", "")},
 	}

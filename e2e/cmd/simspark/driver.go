@@ -31,6 +31,8 @@ type driver struct {
 	poll time.Duration
 	// spawnOrphan leaves a process behind, detached from the driver (see orphan.go).
 	spawnOrphan func() error
+	// spill writes that many MiB to the container's own disk (see ConfSpillMiB).
+	spill func(mib int) error
 }
 
 // run plays the driver until its end and returns its exit code. term ending is SIGTERM.
@@ -52,6 +54,13 @@ func (r driver) run(term context.Context) int {
 			r.logf("simspark: leaving an orphan behind: %v", err)
 			return exitFailed
 		}
+	}
+	if p.spillMiB > 0 {
+		if err := r.spill(p.spillMiB); err != nil {
+			r.logf("simspark: spilling %d MiB: %v", p.spillMiB, err)
+			return exitFailed
+		}
+		r.logf("simspark: spilled %d MiB to local disk", p.spillMiB)
 	}
 	ln, err := r.listen("tcp", ":"+strconv.Itoa(p.port))
 	if err != nil {

@@ -25,6 +25,7 @@ type testDriver struct {
 	plan    *sparksim.Plan
 	ln      chan net.Listener
 	orphans int
+	spilled []int // MiB per spill
 }
 
 func newTestDriver(t *testing.T, conf map[string]string) *testDriver {
@@ -49,6 +50,7 @@ func newTestDriver(t *testing.T, conf map[string]string) *testDriver {
 			return ln, err
 		},
 		spawnOrphan: func() error { td.orphans++; return nil },
+		spill:       func(mib int) error { td.spilled = append(td.spilled, mib); return nil },
 	}
 	return td
 }
@@ -159,7 +161,7 @@ func TestDriverFailingExitLeavesExecutors(t *testing.T) {
 }
 
 func TestDriverEndsAfterRunSecondsWithExitCode(t *testing.T) {
-	td := newTestDriver(t, map[string]string{ConfRunSeconds: "1", ConfExitCode: "7", ConfSpawnOrphan: "true"})
+	td := newTestDriver(t, map[string]string{ConfRunSeconds: "1", ConfExitCode: "7", ConfSpawnOrphan: "true", ConfSpillMiB: "5"})
 	start := time.Now()
 	if code := result(t, td.start(context.Background())); code != 7 {
 		t.Errorf("exit %d, want 7", code)
@@ -169,6 +171,9 @@ func TestDriverEndsAfterRunSecondsWithExitCode(t *testing.T) {
 	}
 	if td.orphans != 1 {
 		t.Errorf("%d orphans spawned, want 1", td.orphans)
+	}
+	if len(td.spilled) != 1 || td.spilled[0] != 5 {
+		t.Errorf("spilled %v MiB, want one spill of 5", td.spilled)
 	}
 }
 

@@ -32,11 +32,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -127,7 +129,29 @@ func runDriver(term context.Context, logf func(string, ...any)) int {
 			}
 			return err
 		},
+		spill: func(mib int) error { return spill(filepath.Join(os.TempDir(), "simspark-spill"), mib) },
 	}.run(term)
+}
+
+// spill writes mib MiB of data to path, synced, so that the container's writable layer really
+// holds it when the kubelet measures its ephemeral storage.
+func spill(path string, mib int) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	chunk := bytes.Repeat([]byte{'s'}, 1<<20)
+	for range mib {
+		if _, err := f.Write(chunk); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // envOrHostname is the variable's value, else the hostname: a pod's hostname is its name unless

@@ -16,6 +16,9 @@ const (
 	ConfExitCode         = "spark.driverset.sim.exitCode"
 	ConfControlConfigMap = "spark.driverset.sim.controlConfigMap"
 	ConfSpawnOrphan      = "spark.driverset.sim.spawnOrphan"
+	// ConfSpillMiB writes that many MiB to the container's own disk once started, as a driver
+	// spilling to its local dir does (what the kubelet charges to its ephemeral storage).
+	ConfSpillMiB = "spark.driverset.sim.spillMiB"
 
 	// ControlExitKey is the key of the control ConfigMap whose value ends the driver with that code.
 	ControlExitKey = "exit"
@@ -33,6 +36,7 @@ type plan struct {
 	exitCode         int           // when run is over
 	controlConfigMap string        // "" for none
 	spawnOrphan      bool
+	spillMiB         int
 }
 
 // planFor reads the driver's conf. runSeconds 0 means no time limit: the driver then ends only
@@ -55,6 +59,7 @@ func planFor(conf map[string]string) (plan, error) {
 	p.executors = intOf("spark.executor.instances", defaultExecutors, 0, 1<<20)
 	p.run = time.Duration(intOf(ConfRunSeconds, defaultRunSeconds, 0, 1<<30)) * time.Second
 	p.exitCode = intOf(ConfExitCode, 0, 0, 255)
+	p.spillMiB = intOf(ConfSpillMiB, 0, 0, 1<<16)
 	if s, ok := conf[ConfSpawnOrphan]; ok {
 		b, err := strconv.ParseBool(strings.TrimSpace(s))
 		if err != nil {
