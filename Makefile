@@ -82,18 +82,18 @@ bench: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -run '^$$' -bench 'Recovery|Memory' -benchtime 1x -timeout 30m ./e2e/
 
 # Mutation testing with gremlins, run from the Go module proxy at a pinned version (not a
-# dependency of the module). Each mutant is one `go test` of its package: compile and link
-# dominate, so one worker keeps it to one core.
-GREMLINS       ?= github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
-PKGS           ?= convert webhook controller wrap
-MUTATE_WORKERS ?= 1
+# dependency of the module): hack/mutate.sh. SINCE, PKGS and MUTATE_WORKERS are read from the
+# environment or the command line.
+export SINCE PKGS MUTATE_WORKERS
 
-.PHONY: mutate
-## mutate: mutation testing (gremlins) of convert, webhook, controller and wrap, one package at a time (PKGS=wrap picks); prints the mutants that lived and each score
+.PHONY: mutate mutate-all
+## mutate: mutation testing (gremlins) of the files changed since SINCE (default main: your branch, or what is not committed) in convert, webhook, controller and wrap; a score per package; minutes
 mutate:
-	@set -o pipefail; for p in $(PKGS); do echo "== $$p"; \
-	  $(GO) run $(GREMLINS) unleash --workers $(MUTATE_WORKERS) --test-cpu 1 --timeout-coefficient 10 ./$$p \
-	    | grep -Ev '^ *(KILLED|NOT COVERED|SKIPPED) ' || exit 1; done
+	@hack/mutate.sh changed
+
+## mutate-all: the same over every line of those packages (PKGS=wrap picks), one package at a time; hours on 2 cores
+mutate-all:
+	@hack/mutate.sh all
 
 .PHONY: help
 ## help: this list (the default goal)

@@ -23,6 +23,10 @@ const (
 	GatePlaceholder = "driverset.dev/placeholder"
 	// GateStaleExecutors holds a new driver incarnation while executors of an earlier one still exist.
 	GateStaleExecutors = "driverset.dev/stale-executors"
+	// FinalizerOutcome keeps a deleted driver pod (S-0, from the StatefulSet's pod template) until
+	// driverset has read its driver's exit: the StatefulSet controller deletes a Failed pod at
+	// once (an eviction), and a pod removed while driverset is down would take the exit with it.
+	FinalizerOutcome = "driverset.dev/outcome"
 	// LabelDriver names the StatefulSet that runs a driver; it is on the StatefulSet, its pod and
 	// that pod's executors. The driver webhook never converts a pod that carries it.
 	LabelDriver = "driverset.dev/driver"

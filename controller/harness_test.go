@@ -166,14 +166,25 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 	return c.Delete(ctx, stored)
 }
 
-// reconcile runs one Reconcile of P and fails the test on error.
+// reconcile runs one Reconcile of P, then one of its S-0 by the Outcomes reconciler (which lets
+// a deleted S-0 go once its exit is read), and fails the test on error.
 func (h *cluster) reconcile() ctrl.Result {
 	h.t.Helper()
 	res, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p})
 	if err != nil {
 		h.t.Fatalf("Reconcile: %v", err)
 	}
+	h.releaseOutcome()
 	return res
+}
+
+// releaseOutcome runs the Outcomes reconciler for S-0.
+func (h *cluster) releaseOutcome() {
+	h.t.Helper()
+	o := &Outcomes{Client: h.c}
+	if _, err := o.Reconcile(h.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: h.p.Namespace, Name: h.names.DriverPodName()}}); err != nil {
+		h.t.Fatalf("Outcomes.Reconcile: %v", err)
+	}
 }
 
 func (h *cluster) placeholder() *corev1.Pod {
@@ -222,6 +233,7 @@ func (h *cluster) startIncarnation(node string, gates ...string) *corev1.Pod {
 			Name: h.names.DriverPodName(), Namespace: s.Namespace,
 			Labels:      s.Spec.Template.Labels,
 			Annotations: s.Spec.Template.Annotations,
+			Finalizers:  s.Spec.Template.Finalizers,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "StatefulSet", Name: s.Name, UID: s.UID, Controller: &yes, BlockOwnerDeletion: &yes,
 			}},

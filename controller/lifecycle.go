@@ -30,16 +30,21 @@ type Outcome struct {
 // the kill, not the application's failure, and the driver is recovered like after a node loss.
 // A recorded 0 stays a success: a kill never exits 0 (the JVM exits 143 on SIGTERM), so it is an
 // exit the driver made before the stop, and running a completed app again would be wrong.
-// An exit the driver made before the deletion was asked for (exitedBeforeDeletion) is kept too.
+// A pod deleted without such a mark keeps an exit the driver made before the deletion was asked
+// for (exitedBeforeDeletion). The mark is looked at first: a pod the kubelet stopped is deleted
+// after its exit (the StatefulSet controller deletes it once Failed), and that exit is the kill.
 func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	if pod == nil {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
-	if pod.DeletionTimestamp != nil && exitedBeforeDeletion(pod, o) {
-		return o
+	if _, _, disrupted := disruptedBy(pod); disrupted {
+		if o.Exited && o.Code == 0 {
+			return o
+		}
+		return Outcome{}
 	}
-	if _, _, outside := stoppedFromOutside(pod); outside && (!o.Exited || o.Code != 0) {
+	if pod.DeletionTimestamp != nil && !exitedBeforeDeletion(pod, o) && !evictedForItsOwnUse(pod) && (!o.Exited || o.Code != 0) {
 		return Outcome{}
 	}
 	return o
@@ -74,6 +79,13 @@ func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool
 	if pod.DeletionTimestamp != nil {
 		return CausePodDeleted, pod.DeletionTimestamp.Time, true
 	}
+	return disruptedBy(pod)
+}
+
+// disruptedBy is stoppedFromOutside without the deletion: whether the kubelet, the scheduler or
+// the eviction API marked pod as stopped for the node's sake, why, and since when (zero when the
+// pod does not say).
+func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 	var disruption *corev1.PodCondition
 	for i := range pod.Status.Conditions {
 		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
@@ -82,7 +94,9 @@ func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool
 	}
 	failed := pod.Status.Phase == corev1.PodFailed
 	switch {
-	case failed && pod.Status.Reason == reasonEvicted && disruption != nil:
+	case evictedForItsOwnUse(pod):
+		return "", time.Time{}, false
+	case failed && pod.Status.Reason == reasonEvicted:
 		cause = CauseEvicted
 	case failed && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore):
 		cause = CauseNodeShutdown
@@ -99,6 +113,23 @@ func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool
 		since = disruption.LastTransitionTime.Time
 	}
 	return cause, since, true
+}
+
+// evictedForItsOwnUse reports whether the kubelet evicted pod for its own ephemeral-storage use
+// (phase Failed, reason Evicted, no DisruptionTarget condition; see stoppedFromOutside). The
+// StatefulSet controller deletes such a pod as soon as it is Failed, often within the second the
+// driver was stopped in, so the deletion cannot be told to have come after the exit by the times:
+// the eviction itself says it did.
+func evictedForItsOwnUse(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodFailed || pod.Status.Reason != reasonEvicted {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return false
+		}
+	}
+	return true
 }
 
 // recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted.

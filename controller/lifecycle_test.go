@@ -131,6 +131,17 @@ func TestOutcomeOf(t *testing.T) {
 			pod:  disrupted(withDriverStatus(uid, killed), "Evicted", ""),
 			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
 		},
+		{
+			// The StatefulSet controller deletes the Failed pod in the second the kubelet finished
+			// it: the eviction came first, so the exit is still the driver's.
+			name: "evicted for its own storage limit, then deleted at once: still the driver's failure",
+			pod: func() *corev1.Pod {
+				p := disrupted(withDriverStatus(uid, killed), "Evicted", "")
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: finished}, new(int64(0))
+				return p
+			}(),
+			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+		},
 		{name: "DisruptionTarget alone, the pod still terminating: no outcome", pod: disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonPreemptionByScheduler), want: Outcome{}},
 		{name: "Failed with the kubelet's reason but no condition (older kubelet): no outcome", pod: disrupted(withDriverStatus(uid, killed), "Shutdown", ""), want: Outcome{}},
 		{

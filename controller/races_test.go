@@ -75,6 +75,9 @@ func (h *cluster) forceRemove(name string) {
 	if err := h.c.Delete(h.ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		h.t.Fatal(err)
 	}
+	if name == h.names.DriverPodName() {
+		h.releaseOutcome() // S-0 is held until driverset has read its exit
+	}
 	var gone corev1.Pod
 	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(pod), &gone); !apierrors.IsNotFound(err) {
 		h.t.Fatalf("pod %s not removed: %v", name, err)

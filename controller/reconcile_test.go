@@ -692,9 +692,7 @@ func TestReconcileClearsExecutorsOnAProvenDownNode(t *testing.T) {
 	})
 	t.Run("node not Ready only: deleted gracefully, gate kept", func(t *testing.T) {
 		executor("pi-exec-3", "node-dead")
-		if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
-			t.Fatal(err)
-		}
+		h.forceRemove(h.names.DriverPodName())
 		h.deletes = nil
 		h.startIncarnation("", contract.GateStaleExecutors)
 		h.setDriverStatus(pendingStatus())
@@ -1032,9 +1030,7 @@ func TestReconcileGateLiftIsForTheIncarnationDecided(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := h.driver()
-	if err := h.c.Delete(h.ctx, stale, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
+	h.forceRemove(h.names.DriverPodName())
 	b := h.startIncarnation("", contract.GateStaleExecutors)
 	// The fake numbers each object's resourceVersions from 1, so A and B could share one; on an
 	// apiserver every write has its own. One status write makes them differ here too.

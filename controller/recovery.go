@@ -82,6 +82,12 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			}
 		}
 		if loss.Fence {
+			// The driver has no exit of its own to keep (it is observed, not decided on): let it
+			// go with the deletion rather than one reconcile of Outcomes later, which the
+			// recovery would wait for.
+			if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
+				return "", 0, err
+			}
 			grace := int64(0)
 			uid := driver.UID
 			err := r.Client.Delete(ctx, driver, client.GracePeriodSeconds(grace), client.Preconditions{UID: &uid})

@@ -85,7 +85,8 @@ func StatefulSet(p *corev1.Pod, o Options) (*appsv1.StatefulSet, error) {
 // template is p's metadata and spec, made runnable by a StatefulSet and wrapped by driverset.
 func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Options) (corev1.PodTemplateSpec, error) {
 	t := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: map[string]string{}},
+		// The finalizer keeps each incarnation until the controller has read its driver's exit.
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: map[string]string{}, Finalizers: []string{contract.FinalizerOutcome}},
 		Spec:       *p.Spec.DeepCopy(),
 	}
 	for k, v := range p.Labels {

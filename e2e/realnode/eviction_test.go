@@ -25,10 +25,9 @@ const confSpill = "spark.driverset.sim.spillMiB"
 // spent spark-submit ends Failed. Taken for a node-pressure eviction (not counted), the same
 // driver would be made again and evicted forever, and spark-submit would never end.
 //
-// An eviction is counted only when driverset sees the evicted pod before the StatefulSet
-// controller deletes it (a Failed pod goes at once); one it misses looks like a deleted pod and
-// is recovered without counting, so more incarnations than max-restarts+1 may be evicted (a
-// known limit in the README). The test shows the loop ends, not how soon.
+// The StatefulSet controller deletes a Failed pod at once; driverset's finalizer
+// (contract.FinalizerOutcome) holds it until the exit is counted, so exactly max-restarts+1
+// incarnations are evicted.
 func TestDriverOverItsStorageLimitIsAFailureNotANodeLoss(t *testing.T) {
 	ns := namespace(t, nil)
 	a := simApp(ns, "spill", 0)
@@ -67,7 +66,7 @@ func TestDriverOverItsStorageLimitIsAFailureNotANodeLoss(t *testing.T) {
 	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode == 0 {
 		t.Errorf("placeholder container status %+v, want terminated with the evicted driver's non-zero exit", cs)
 	}
-	// The kubelet really evicted S-0, once per incarnation, at least twice.
+	// The kubelet really evicted S-0, once per incarnation.
 	evs, err := kube().CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
 		FieldSelector: fields.Set{"involvedObject.name": s.names.DriverPodName(), "reason": "Evicted"}.String(),
 	})
@@ -78,8 +77,8 @@ func TestDriverOverItsStorageLimitIsAFailureNotANodeLoss(t *testing.T) {
 	for _, e := range evs.Items {
 		evicted[string(e.InvolvedObject.UID)] = e.Message
 	}
-	if len(evicted) < 2 {
-		t.Errorf("the kubelet evicted %d incarnations (%v), want at least 2", len(evicted), evicted)
+	if len(evicted) != 2 {
+		t.Errorf("the kubelet evicted %d incarnations (%v), want 2: one per restart allowed, plus the first", len(evicted), evicted)
 	}
 	for uid, msg := range evicted {
 		t.Logf("incarnation %s evicted: %s", uid, msg)

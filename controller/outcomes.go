@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// outcomePoll is how often a deleted incarnation whose exit is not read yet is looked at again:
+// the placeholder's reconcile reads it (restart, success, failure) at its own pace, a backoff
+// included.
+const outcomePoll = 2 * time.Second
+
+// Outcomes lets go of deleted driver pods (S-0) that carry contract.FinalizerOutcome once their
+// driver's exit has been read. It is keyed by the pod itself, not by its placeholder, because it
+// must also let go when the placeholder, or its StatefulSet, is already gone (the app deleted,
+// `spark-submit --kill`, an orphaning delete): nothing would lead back to it otherwise.
+type Outcomes struct {
+	Client client.Client
+	// APIReader reads the placeholder and its StatefulSet live: letting go on a stale "gone"
+	// would lose the exit the finalizer is there to keep. Nil: Client.
+	APIReader client.Reader
+}
+
+// SetupWithManager registers the reconciler for driverset's deleted driver pods.
+func (o *Outcomes) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("outcomes").
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(c client.Object) bool {
+			p, ok := c.(*corev1.Pod)
+			return ok && held(p)
+		}))).
+		Complete(o)
+}
+
+// held reports whether pod is deleted and still held by driverset's finalizer.
+func held(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && slices.Contains(pod.Finalizers, contract.FinalizerOutcome)
+}
+
+// releasable is the decision, pure: whether deleted incarnation pod can go, given its placeholder
+// (nil when it, or the StatefulSet between them, is gone), and why.
+func releasable(pod, placeholder *corev1.Pod) (bool, string) {
+	switch {
+	case placeholder == nil:
+		return true, "its app is gone"
+	case placeholder.DeletionTimestamp != nil:
+		return true, "its app is being deleted"
+	case isTerminal(placeholder.Status.Phase):
+		return true, "its app has ended"
+	}
+	out := outcomeOf(pod, driverContainer(placeholder))
+	if !out.Exited {
+		return true, "stopped from outside: no exit of the driver's own to read"
+	}
+	if _, restarted := restartsOf(placeholder); restarted == pod.UID {
+		return true, "its exit is counted"
+	}
+	return false, fmt.Sprintf("the driver's exit %d is not read yet", out.Code)
+}
+
+// Reconcile lets go of one deleted driver pod when releasable says so, else looks again soon.
+func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pod corev1.Pod
+	if err := o.Client.Get(ctx, req.NamespacedName, &pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !held(&pod) {
+		return ctrl.Result{}, nil
+	}
+	placeholder, err := o.placeholderOf(ctx, &pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	release, why := releasable(&pod, placeholder)
+	if !release {
+		return ctrl.Result{RequeueAfter: outcomePoll}, nil
+	}
+	log.FromContext(ctx).Info("letting the deleted driver pod go", "pod", req.String(), "uid", pod.UID, "why", why)
+	return ctrl.Result{}, letGo(ctx, o.Client, &pod)
+}
+
+// letGo removes driverset's finalizer from pod, conditioned on the pod being as it was read.
+func letGo(ctx context.Context, c client.Client, pod *corev1.Pod) error {
+	if !slices.Contains(pod.Finalizers, contract.FinalizerOutcome) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	pod.Finalizers = slices.DeleteFunc(slices.Clone(pod.Finalizers), func(f string) bool { return f == contract.FinalizerOutcome })
+	return client.IgnoreNotFound(c.Patch(ctx, pod, patch))
+}
+
+// placeholderOf follows pod's controller references to its placeholder (S-0 → S → P), read live;
+// nil when a link is missing, is gone, or is not driverset's.
+func (o *Outcomes) placeholderOf(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "StatefulSet" {
+		return nil, nil
+	}
+	var sts appsv1.StatefulSet
+	if err := o.reader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &sts); err != nil || sts.UID != ref.UID {
+		return nil, ignoreGone(err)
+	}
+	ref = metav1.GetControllerOf(&sts)
+	if ref == nil || ref.Kind != "Pod" {
+		return nil, nil
+	}
+	var p corev1.Pod
+	if err := o.reader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &p); err != nil || p.UID != ref.UID || !convert.IsPlaceholder(&p) {
+		return nil, ignoreGone(err)
+	}
+	return &p, nil
+}
+
+func (o *Outcomes) reader() client.Reader {
+	if o.APIReader != nil {
+		return o.APIReader
+	}
+	return o.Client
+}
+
+func ignoreGone(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

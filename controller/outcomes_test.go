@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/wrap"
+)
+
+// TestReleasable: a deleted incarnation is let go once nothing of it is left to read, and only then.
+func TestReleasable(t *testing.T) {
+	const uid = types.UID("incarnation-1")
+	exited := func(code int32) *corev1.Pod {
+		p := withDriverStatus(uid, corev1.ContainerStatus{State: corev1.ContainerState{
+			Terminated: terminated(code, wrap.TerminationMessage(int(code), ""), t0.Add(-2*time.Second)),
+		}})
+		p.Finalizers = []string{contract.FinalizerOutcome}
+		p.DeletionTimestamp = &metav1.Time{Time: t0}
+		return p
+	}
+	running := func() *corev1.Pod {
+		p := withDriverStatus(uid, corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+		p.Finalizers = []string{contract.FinalizerOutcome}
+		p.DeletionTimestamp = &metav1.Time{Time: t0}
+		return p
+	}
+	app := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", Annotations: map[string]string{}}}
+		p.Spec.Containers = []corev1.Container{{Name: contract.DriverContainerName}}
+		p.Status.Phase = corev1.PodRunning
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	counted := func(p *corev1.Pod) {
+		p.Annotations[contract.AnnotationRestarts] = "1"
+		p.Annotations[contract.AnnotationRestartedIncarnation] = string(uid)
+	}
+	evicted := func() *corev1.Pod {
+		p := exited(143)
+		p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+		p.DeletionTimestamp = &metav1.Time{Time: t0.Add(-2 * time.Second)} // within the second it was stopped in
+		return p
+	}
+
+	for _, tc := range []struct {
+		name        string
+		pod, app    *corev1.Pod
+		release     bool
+		noFinalizer bool
+	}{
+		{name: "its app is gone", pod: exited(1), app: nil, release: true},
+		{name: "its app is being deleted", pod: exited(1), app: app(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }), release: true},
+		{name: "its app has ended", pod: exited(1), app: app(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), release: true},
+		{name: "stopped from outside, no exit of the driver's own: nothing to keep", pod: running(), app: app(nil), release: true},
+		{name: "a failure not counted yet: kept", pod: exited(1), app: app(nil), release: false},
+		{name: "a success not written yet: kept", pod: exited(0), app: app(nil), release: false},
+		{name: "a failure counted for this incarnation", pod: exited(1), app: app(counted), release: true},
+		{name: "a failure counted for another incarnation: kept", pod: exited(1), app: app(func(p *corev1.Pod) {
+			p.Annotations[contract.AnnotationRestartedIncarnation] = "incarnation-0"
+		}), release: false},
+		{name: "evicted for its own storage use and deleted at once: kept until counted", pod: evicted(), app: app(nil), release: false},
+		{name: "not driverset's to release: no finalizer", pod: func() *corev1.Pod { p := exited(1); p.Finalizers = nil; return p }(), app: nil, noFinalizer: true},
+		{name: "not deleted: kept (a live incarnation)", pod: func() *corev1.Pod { p := exited(1); p.DeletionTimestamp = nil; return p }(), app: nil, noFinalizer: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := held(tc.pod); got == tc.noFinalizer {
+				t.Fatalf("held = %v", got)
+			}
+			if tc.noFinalizer {
+				return
+			}
+			release, why := releasable(tc.pod, tc.app)
+			if release != tc.release || why == "" {
+				t.Errorf("releasable = %v (%q), want %v and why", release, why, tc.release)
+			}
+		})
+	}
+}
+
+// TestReconcileEvictedDriverIsCountedBeforeItGoes: the kubelet evicts S-0 for its own storage use
+// (Failed, Evicted, no DisruptionTarget) and the StatefulSet controller deletes it at once. The
+// finalizer from the template holds it; the placeholder's reconcile counts the exit as a restart,
+// and only then is the pod let go. Without the finalizer the pod would be gone before driverset
+// looked, and the eviction taken for a deletion from outside, not counted.
+func TestReconcileEvictedDriverIsCountedBeforeItGoes(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "1"}, nil)
+	first := h.driver()
+	if !slices.Contains(first.Finalizers, contract.FinalizerOutcome) {
+		t.Fatalf("S-0 made from the template has finalizers %v, want %s", first.Finalizers, contract.FinalizerOutcome)
+	}
+	st := exitedStatus(143, h.now)
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "Pod ephemeral local storage usage exceeds the total limit of containers 16Mi."
+	h.setDriverStatus(st)
+	// The StatefulSet controller deletes the Failed pod, within the second.
+	if err := h.c.Delete(h.ctx, h.driver(), client.Preconditions{UID: &first.UID}); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.driver(); d == nil || d.DeletionTimestamp == nil {
+		t.Fatalf("the deleted evicted pod is not held: %+v", d)
+	}
+	h.releaseOutcome()
+	if h.driver() == nil {
+		t.Fatal("let go before its exit was read")
+	}
+	h.now = h.now.Add(time.Hour) // past the backoff
+	h.reconcile()
+	p := h.placeholder()
+	if n, uid := restartsOf(p); n != 1 || uid != first.UID {
+		t.Errorf("restarts %d for %s, want 1 for the evicted %s", n, uid, first.UID)
+	}
+	if h.driver() != nil {
+		t.Error("the evicted pod is still held after its exit was counted")
+	}
+}
+
+// TestOutcomesLetsGoWhenTheAppIsGone: with its placeholder deleted (and the StatefulSet with it),
+// a held S-0 has nobody to read it: it is let go, whatever it recorded.
+func TestOutcomesLetsGoWhenTheAppIsGone(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.setDriverStatus(exitedStatus(1, h.now))
+	for _, o := range []client.Object{h.placeholder(), h.statefulSet()} {
+		if err := h.c.Delete(h.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.c.Delete(h.ctx, h.driver()); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.driver(); d == nil || !held(d) {
+		t.Fatalf("S-0 not held after its deletion: %+v", d)
+	}
+	h.releaseOutcome()
+	if d := h.driver(); d != nil && slices.Contains(d.Finalizers, contract.FinalizerOutcome) {
+		t.Errorf("S-0 still held with its app gone: %+v", d.Finalizers)
+	}
+}
