@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/driverset/driverset/contract"
@@ -56,14 +57,21 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 		}
 		s.NodeMissing = s.Node == nil
 	}
-	for _, obj := range []string{p.Name, s.Names.StatefulSet, s.Names.DriverPodName()} {
+	// The StatefulSet usually has the placeholder's name: ask once per name, keep each Event once.
+	seen := sets.New[string]()
+	for _, obj := range sets.List(sets.New(p.Name, s.Names.StatefulSet, s.Names.DriverPodName())) {
 		list, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", obj).String(),
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.Events = append(s.Events, list.Items...)
+		for _, e := range list.Items {
+			if !seen.Has(e.Name) {
+				seen.Insert(e.Name)
+				s.Events = append(s.Events, e)
+			}
+		}
 	}
 	return s, nil
 }

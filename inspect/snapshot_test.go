@@ -19,13 +19,20 @@ func TestFetch(t *testing.T) {
 	d := driverPod("d0", "n1")
 	d.Labels = map[string]string{contract.LabelDriver: "pi-driver"}
 	d.OwnerReferences = []metav1.OwnerReference{{Kind: "StatefulSet", Name: "pi-driver"}}
-	c := fake.NewClientset(p, sts, d)
+	recovered := event("Pod", "pi-driver", "p-uid", ReasonRecovered, ControllerName, at(90))
+	created := legacyEvent("StatefulSet", "pi-driver", "s-uid", "SuccessfulCreate", "statefulset-controller", "", at(2), 1)
+	c := fake.NewClientset(p, sts, d, &recovered, &created)
 	s, err := Fetch(context.Background(), c, "jobs", "pi-driver")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.StatefulSet == nil || s.Driver == nil || s.Driver.UID != "d0" || s.Node != nil || !s.NodeMissing {
 		t.Errorf("snapshot %+v", s)
+	}
+	// Events are listed per name, and the placeholder, its StatefulSet and (here, with a fake
+	// apiserver that ignores field selectors) any list may return the same Event: each is kept once.
+	if len(s.Events) != 2 || StatusOf(s).Recoveries != 1 {
+		t.Errorf("%d Events, %d recoveries; want 2 and 1", len(s.Events), StatusOf(s).Recoveries)
 	}
 
 	if _, err := Fetch(context.Background(), c, "jobs", "pi-driver-0"); err == nil || !strings.Contains(err.Error(), "driver pod of StatefulSet pi-driver") {

@@ -3,7 +3,9 @@ package inspect
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,11 +32,17 @@ type Entry struct {
 	Decision bool
 	Count    int32
 	Message  string
+	// stored orders the entries of one second: the Event's resourceVersion.
+	stored uint64
 }
 
 // Timeline is the Events of s's placeholder, StatefulSet and every incarnation of its pod, merged
-// in time order (ties kept in the order they were fetched). Events about other objects of the
-// same name (another kind) are left out.
+// in time order. Events about other objects of the same name (another kind) are left out.
+//
+// Time order is to the second: the core/v1 Events of Kubernetes' controllers carry whole seconds,
+// driverset's (events.k8s.io) microseconds, so within one second the entries are in the order the
+// apiserver stored them (their resourceVersion, which grows on one etcd), not by sub-second times
+// only some of them have.
 func Timeline(s *Snapshot) []Entry {
 	p := s.Placeholder
 	var out []Entry
@@ -54,15 +62,23 @@ func Timeline(s *Snapshot) []Entry {
 		out = append(out, Entry{
 			Time: eventTime(e), Object: obj, Type: e.Type, Reason: e.Reason, From: from,
 			Decision: from == ControllerName, Count: occurrences(e), Message: strings.TrimSpace(e.Message),
+			stored: storedAt(e),
 		})
 	}
 	if rec, ok := lostOf(p); ok {
 		out = append(out, Entry{
 			Time: rec.Since, Object: "placeholder", Type: "Record", Reason: "DriverLost", From: ControllerName, Decision: true, Count: 1,
 			Message: fmt.Sprintf("annotation %s: driver pod uid %s lost, recovery path %s (open until a new incarnation runs)", contract.AnnotationDriverLost, rec.Pod, rec.Cause),
+			stored:  math.MaxUint64, // written after the loss was seen: last in its second
 		})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	sort.SliceStable(out, func(i, j int) bool {
+		ti, tj := out[i].Time.Truncate(time.Second), out[j].Time.Truncate(time.Second)
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return out[i].stored < out[j].stored
+	})
 	return out
 }
 
@@ -75,6 +91,9 @@ func objectOf(e *corev1.Event, placeholder, sts, driver string) (string, bool) {
 	case o.Kind == "StatefulSet" && o.Name == sts:
 		return "statefulset/" + sts, true
 	case o.Kind == "Pod" && o.Name == driver:
+		if o.UID == "" { // the taint eviction controller's Events name no UID
+			return "pod/" + driver, true
+		}
 		return fmt.Sprintf("pod/%s [%s]", driver, shortUID(string(o.UID))), true
 	}
 	return "", false
@@ -100,6 +119,12 @@ func countEvents(events []corev1.Event, p *corev1.Pod, reason string) int {
 		}
 	}
 	return n
+}
+
+// storedAt is e's resourceVersion as a number (0 when it is not one).
+func storedAt(e *corev1.Event) uint64 {
+	rv, _ := strconv.ParseUint(e.ResourceVersion, 10, 64)
+	return rv
 }
 
 // occurrences is how often e happened: the new Events API counts in its series, the old one in count.

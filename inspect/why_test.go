@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,6 +83,25 @@ func TestTimelineFallsBackToCreationTime(t *testing.T) {
 	}}
 	if got := Timeline(s); len(got) != 2 || got[0].Reason != "Old" || !got[0].Time.Equal(at(30).Time) {
 		t.Errorf("Timeline = %+v", got)
+	}
+}
+
+// Within one second the order is the apiserver's (resourceVersion): the statefulset-controller's
+// Event has whole seconds, driverset's microseconds, and comparing those would misplace it.
+func TestTimelineOrdersOneSecondAsStored(t *testing.T) {
+	converted := event("Pod", "pi-driver", "p-uid", "Converted", ControllerName, metav1.NewTime(at(2).Add(900*time.Millisecond)))
+	converted.ResourceVersion = "1009"
+	created := legacyEvent("StatefulSet", "pi-driver", "s-uid", "SuccessfulCreate", "statefulset-controller", "", at(2), 1)
+	created.ResourceVersion = "1010"
+	running := event("Pod", "pi-driver", "p-uid", "DriverRunning", ControllerName, metav1.NewTime(at(2).Add(950*time.Millisecond)))
+	running.ResourceVersion = "1012"
+	s := &Snapshot{Placeholder: placeholder(), Names: contract.NamesFor("pi-driver"), Events: []corev1.Event{running, created, converted}}
+	var got []string
+	for _, e := range Timeline(s) {
+		got = append(got, e.Reason)
+	}
+	if strings.Join(got, " ") != "Converted SuccessfulCreate DriverRunning" {
+		t.Errorf("order %v, want Converted SuccessfulCreate DriverRunning", got)
 	}
 }
 
