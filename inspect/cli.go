@@ -39,17 +39,18 @@ flags (every command):
 var errUsage = errors.New("usage")
 
 // Main runs `kubectl driverset` with args (without the program name) and returns its exit code:
-// 0, 1 when the command failed, 2 for a bad command line.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// 0, 1 when the command failed, 2 for a bad command line. prog names the program in its errors
+// ("kubectl driverset", or "driverset" for `driverset check`).
+func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout)
 	switch {
 	case err == nil || errors.Is(err, pflag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "kubectl driverset: %v\n\n%s", err, Usage)
+		fmt.Fprintf(stderr, "%s: %v\n\n%s", prog, err, Usage)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "kubectl driverset: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
 	}
 }

@@ -28,7 +28,7 @@ func TestMainCommandLine(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := Main(context.Background(), tc.args, &out, &errOut)
+			code := Main(context.Background(), "kubectl driverset", tc.args, &out, &errOut)
 			if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errOut.String(), tc.stderr) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",
 					code, out.String(), errOut.String(), tc.code, tc.stdout, tc.stderr)

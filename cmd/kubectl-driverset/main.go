@@ -14,7 +14,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := inspect.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := inspect.Main(ctx, "kubectl driverset", os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

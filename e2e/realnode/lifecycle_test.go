@@ -189,7 +189,7 @@ func TestSIGTERMReachesTheDriver(t *testing.T) {
 func pluginLogs(t *testing.T, ctx context.Context, ns, driver string, args ...string) string {
 	var out, errOut bytes.Buffer
 	args = append([]string{"logs", driver, "-n", ns, "--kubeconfig", bed.cluster.KubeconfigPath}, args...)
-	if code := inspect.Main(ctx, args, &out, &errOut); code != 0 {
+	if code := inspect.Main(ctx, "kubectl driverset", args, &out, &errOut); code != 0 {
 		t.Errorf("kubectl driverset %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 	}
 	t.Logf("kubectl driverset %s:\n%s", strings.Join(args, " "), out.String())
