@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build
+.PHONY: test test-unit e2e e2e-real spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts
@@ -69,6 +69,14 @@ LDFLAGS   = -X github.com/driverset/driverset/version.stamped=$(VERSION) -X gith
 ## build: the driverset binary, stamped with VERSION (default: git describe --tags --always --dirty)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/driverset ./cmd/driverset
+
+## plugin: the kubectl plugin bin/kubectl-driverset (put it on PATH: `kubectl driverset --help`), stamped like build
+plugin:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-driverset ./cmd/kubectl-driverset
+
+## chart-docs: regenerate the values table of charts/driverset/README.md from values.yaml's comments
+chart-docs:
+	$(GO) run ./hack/chartdoc
 
 ## lint: formatting, go.mod tidy, vet, and golangci-lint when installed
 lint:

@@ -4,6 +4,7 @@
 //	driverset wrap -- CMD  runs a driver's entrypoint at most once per pod (inside driver pods)
 //	driverset copy-binary  copies this binary into a shared volume (the driver pod's init container)
 //	driverset version      prints the version, VCS revision and Go version of this build
+//	driverset check        the install check (`helm test`'s pod): an opted-in driver pod, dry run, comes back converted
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/driverset/driverset/inspect"
 	"github.com/driverset/driverset/version"
 	"github.com/driverset/driverset/wrap"
 )
@@ -26,6 +28,8 @@ commands:
   wrap         run a Spark driver's entrypoint at most once per pod: driverset wrap [flags] -- CMD [ARGS...]
   copy-binary  copy this binary to DEST (used by the driver pod's init container): driverset copy-binary DEST
   version      print this build's version, VCS revision and Go version
+  check        ask the apiserver to admit an opted-in driver pod (dry run) and fail unless driverset
+               converted it: driverset check [--namespace NS] [--kubeconfig FILE] (helm test runs it)
 `
 
 func main() {
@@ -70,6 +74,9 @@ func run(args []string) int {
 			return 1
 		}
 		return 0
+	case "check":
+		// The same check as `kubectl driverset check`, from driverset's own image.
+		return inspect.Main(context.Background(), "driverset", args, os.Stdout, os.Stderr)
 	case "version", "--version":
 		fmt.Println(version.Get())
 		return 0

@@ -183,3 +183,14 @@ func TestCachesSynced(t *testing.T) {
 		t.Errorf("not ready with synced caches: %v", err)
 	}
 }
+
+// `driverset check` (helm test's pod) is the plugin's check: a cluster it cannot reach fails it
+// (exit 1), a stray argument is a usage error (exit 2).
+func TestCheckCommand(t *testing.T) {
+	if code := run([]string{"check", "--kubeconfig", filepath.Join(t.TempDir(), "none")}); code != 1 {
+		t.Errorf("exit code %d without a cluster, want 1", code)
+	}
+	if code := run([]string{"check", "extra"}); code != 2 {
+		t.Errorf("exit code %d with an argument, want 2", code)
+	}
+}

@@ -18,8 +18,24 @@ import (
 )
 
 // renderChart renders charts/driverset the way `helm template driverset charts/driverset
-// --namespace NS --set ...` does (Helm's own engine, values schema included).
+// --namespace NS --set ... --skip-tests` does (Helm's own engine, values schema included): what
+// `helm install` applies. The test hooks (templates/tests/) are made only by `helm test`:
+// renderChartTests renders them.
 func renderChart(t testing.TB, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return renderChartFiles(t, namespace, values, func(name string) bool { return !isTestHook(name) })
+}
+
+// renderChartTests renders the chart's `helm test` hooks alone.
+func renderChartTests(t testing.TB, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return renderChartFiles(t, namespace, values, isTestHook)
+}
+
+func isTestHook(file string) bool { return strings.HasPrefix(file, "driverset/templates/tests/") }
+
+// renderChartFiles renders the chart and decodes the files that keep selects.
+func renderChartFiles(t testing.TB, namespace string, values map[string]any, keep func(file string) bool) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	ch, err := loader.Load(filepath.Join(moduleRoot(t), "charts", "driverset"))
 	if err != nil {
@@ -36,7 +52,7 @@ func renderChart(t testing.TB, namespace string, values map[string]any) ([]*unst
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {
-		if strings.HasSuffix(name, ".yaml") {
+		if strings.HasSuffix(name, ".yaml") && keep(name) {
 			names = append(names, name)
 		}
 	}
@@ -174,6 +190,90 @@ func TestChartValues(t *testing.T) {
 						t.Errorf("serve is not given %s: %v", want, args)
 					}
 				}
+			},
+		},
+		{
+			name:   "a cluster-wide fence-after",
+			values: map[string]any{"fencing": map[string]any{"fenceAfter": "5m"}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); !containsString(args, "--fence-after=5m") {
+					t.Errorf("serve is not given --fence-after=5m: %v", args)
+				}
+			},
+		},
+		{
+			name:   "extraArgs come after the chart's own flags, as given",
+			values: map[string]any{"extraArgs": []any{"--workers=8", "--webhook-cert-extra-hosts=a b"}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
+				if n := len(args); n < 3 || args[n-2] != "--workers=8" || args[n-1] != "--webhook-cert-extra-hosts=a b" {
+					t.Errorf("args %v do not end with the extra ones", args)
+				}
+			},
+		},
+		{
+			name: "security contexts: OpenShift's restricted SCC picks the user (runAsUser: null), the rest stays",
+			values: map[string]any{
+				"podSecurityContext": map[string]any{"runAsUser": nil, "fsGroup": 1000},
+				"securityContext":    map[string]any{"readOnlyRootFilesystem": false},
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, obj := range []*unstructured.Unstructured{find(t, objs, "Deployment", "driverset")} {
+					pod := podSpec(t, obj)
+					if _, ok, _ := unstructured.NestedFieldNoCopy(pod, "securityContext", "runAsUser"); ok {
+						t.Errorf("runAsUser: null still renders a user: %s", toYAML(pod["securityContext"]))
+					}
+					expect(t, pod, true, "securityContext", "runAsNonRoot")
+					expect(t, pod, "RuntimeDefault", "securityContext", "seccompProfile", "type")
+					expect(t, pod, 1000, "securityContext", "fsGroup")
+					c := container(t, pod)
+					expect(t, c, false, "securityContext", "readOnlyRootFilesystem")
+					expect(t, c, []any{"ALL"}, "securityContext", "capabilities", "drop")
+					expect(t, c, false, "securityContext", "allowPrivilegeEscalation")
+				}
+			},
+		},
+		{
+			name: "an include list: every webhook touches only those namespaces, the exclusions still hold",
+			values: map[string]any{"webhook": map[string]any{
+				"includedNamespaces": []any{"spark-a", "spark-b"}, "excludedNamespaces": []any{"kube-system"},
+			}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				hooks := webhooks(t, objs)
+				if len(hooks) != 4 {
+					t.Fatalf("%d webhooks, want 4", len(hooks))
+				}
+				for _, h := range hooks {
+					expect(t, h, []any{
+						map[string]any{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": []any{"kube-system", systemNamespace}},
+						map[string]any{"key": "kubernetes.io/metadata.name", "operator": "In", "values": []any{"spark-a", "spark-b"}},
+					}, "namespaceSelector", "matchExpressions")
+				}
+			},
+		},
+		{
+			name:   "image digest wins over the tag",
+			values: map[string]any{"image": map[string]any{"repository": "registry.example/driverset", "tag": "v1.2.3", "digest": "sha256:" + strings.Repeat("ab", 32)}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				want := "registry.example/driverset@sha256:" + strings.Repeat("ab", 32)
+				if c := container(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); c["image"] != want {
+					t.Errorf("image %v, want %s", c["image"], want)
+				}
+			},
+		},
+		{
+			name: "topology spread",
+			values: map[string]any{"topologySpreadConstraints": []any{map[string]any{
+				"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "driverset"}},
+			}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+				tsc, _, _ := unstructured.NestedSlice(pod, "topologySpreadConstraints")
+				if len(tsc) != 1 {
+					t.Fatalf("topologySpreadConstraints %v", tsc)
+				}
+				expect(t, tsc[0].(map[string]any), "topology.kubernetes.io/zone", "topologyKey")
 			},
 		},
 		{
@@ -339,6 +439,12 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a backoff that is not a duration", map[string]any{"restartBackoff": "ten seconds"}},
 		{"unknown pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}},
 		{"unknown log level", map[string]any{"logLevel": "verbose"}},
+		{"a digest that is not sha256", map[string]any{"image": map[string]any{"digest": "v1.2.3"}}},
+		{"a cluster-wide fence-after that is not a duration", map[string]any{"fencing": map[string]any{"fenceAfter": "soon"}}},
+		{"extraArgs not a list of strings", map[string]any{"extraArgs": "--workers=8"}},
+		{"an empty name in the include list", map[string]any{"webhook": map[string]any{"includedNamespaces": []any{""}}}},
+		{"a spread constraint without its topology key", map[string]any{"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}}}},
+		{"no namespace for helm test", map[string]any{"tests": map[string]any{"namespace": ""}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if objs, err := renderChart(t, systemNamespace, tc.values); err == nil {

@@ -94,6 +94,40 @@ func TestInstallOnTheTestBed(t *testing.T) {
 			applyAll(ctx, t, a, objs, true)
 		})
 	}
+	t.Run("chart with every optional value, and its helm test hooks", func(t *testing.T) {
+		// Strict: each value renders fields the apiserver knows, and the test pod meets the
+		// restricted Pod Security level that driverset's namespace enforces.
+		values := map[string]any{
+			"image":              map[string]any{"digest": "sha256:" + strings.Repeat("0", 64)},
+			"podSecurityContext": map[string]any{"runAsUser": nil},
+			"webhook":            map[string]any{"includedNamespaces": []any{"default", "spark-jobs"}},
+			"extraArgs":          []any{"--workers=8"},
+			"fencing":            map[string]any{"fenceAfter": "5m"},
+			"topologySpreadConstraints": []any{map[string]any{
+				"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "driverset"}},
+			}},
+		}
+		objs := mustRenderChart(t, systemNamespace, values)
+		hooks, err := renderChartTests(t, systemNamespace, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyAll(ctx, t, a, objs, true)
+		// The hooks for real, as `helm test` makes them (a dry-run ServiceAccount cannot be used by
+		// a pod): the pod is admitted under Pod Security restricted with its ServiceAccount. On KWOK
+		// nodes its container does not run; what it runs is e2e's TestPluginCheck.
+		applyAll(ctx, t, a, hooks, false)
+		for _, u := range hooks {
+			ri, err := a.resource(u)
+			if err == nil {
+				err = ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+			}
+			if err != nil {
+				t.Errorf("delete %s: %v", key(u), err)
+			}
+		}
+	})
 }
 
 // applier applies unstructured objects server-side with strict field validation: an unknown or

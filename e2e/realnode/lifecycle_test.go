@@ -3,6 +3,7 @@
 package realnode
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/inspect"
 	"github.com/driverset/driverset/wrap"
 )
 
@@ -99,6 +101,15 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 
 	second := runningDriver(t, s, string(first.UID), 2*time.Minute)
 	waitLog(t, ns, second.Name, "simspark: driver started", 1, time.Minute)
+	// `kubectl driverset logs <driver>`: the current incarnation's log, found from the placeholder
+	// (whose own log is empty); with -f it follows the driver until the app ends.
+	if out := pluginLogs(t, context.Background(), ns, s.plan.DriverPodName); strings.Count(out, "simspark: driver started") != 1 {
+		t.Errorf("kubectl driverset logs printed %q; want the second incarnation's log, started once", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	followed := make(chan string, 1)
+	go func() { followed <- pluginLogs(t, ctx, ns, s.plan.DriverPodName, "-f") }()
 	p, err := kube().CoreV1().Pods(ns).Get(context.Background(), s.plan.DriverPodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +122,9 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 	res := s.Wait(t, 2*time.Minute)
 	if res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
 		t.Errorf("spark-submit saw %s (phases %v), exit code %d; want Succeeded, 0", res.FinalPhase, res.Phases, res.ExitCode)
+	}
+	if out := <-followed; !strings.Contains(out, "simspark: driver ends with exit code 0") {
+		t.Errorf("kubectl driverset logs -f printed %q; want it to follow the driver to its end", out)
 	}
 	waitFor(t, time.Minute, "the StatefulSet scaled to 0 and S-0 gone", func(ctx context.Context) (bool, error) {
 		sts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, s.names.StatefulSet, metav1.GetOptions{})
@@ -168,4 +182,16 @@ func TestSIGTERMReachesTheDriver(t *testing.T) {
 	if took > 25*time.Second {
 		t.Errorf("the driver took %s to stop; SIGTERM should end it well within the 30 s grace", took)
 	}
+}
+
+// pluginLogs runs `kubectl driverset logs <driver> args...` in-process against the test bed and
+// returns what it printed; a non-zero exit fails the test.
+func pluginLogs(t *testing.T, ctx context.Context, ns, driver string, args ...string) string {
+	var out, errOut bytes.Buffer
+	args = append([]string{"logs", driver, "-n", ns, "--kubeconfig", bed.cluster.KubeconfigPath}, args...)
+	if code := inspect.Main(ctx, "kubectl driverset", args, &out, &errOut); code != 0 {
+		t.Errorf("kubectl driverset %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+	}
+	t.Logf("kubectl driverset %s:\n%s", strings.Join(args, " "), out.String())
+	return out.String()
 }

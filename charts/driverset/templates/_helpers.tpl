@@ -17,13 +17,33 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: driverset
 {{- end }}
 
+{{/* repository@digest when a digest is given (it pins the image; the tag is not used), else repository:tag. */}}
 {{- define "driverset.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end }}
 
 {{/* Namespaces the webhooks never touch: the configured ones and driverset's own. */}}
 {{- define "driverset.excludedNamespaces" -}}
 {{ append (.Values.webhook.excludedNamespaces | default list) .Release.Namespace | uniq | toJson }}
+{{- end }}
+
+{{/*
+Each webhook's namespaceSelector expressions: never the excluded namespaces and, when
+webhook.includedNamespaces is set, only those.
+*/}}
+{{- define "driverset.namespaceExpressions" -}}
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values: {{ include "driverset.excludedNamespaces" . }}
+{{- with .Values.webhook.includedNamespaces }}
+- key: kubernetes.io/metadata.name
+  operator: In
+  values: {{ toJson . }}
+{{- end }}
 {{- end }}
 
 {{/* Fails the render on an unknown TLS mode, even with --skip-schema-validation. */}}

@@ -1,0 +1,118 @@
+// Package inspect is the logic of `kubectl driverset`: it fetches what driverset made for one
+// Spark driver (the placeholder spark-submit watches, its StatefulSet, the StatefulSet's pod and
+// that pod's node, and their Events) into a Snapshot, and turns a Snapshot into the reports that
+// `status`, `why` and `logs` print. The report builders are pure functions of a Snapshot.
+package inspect
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// Snapshot is what the cluster holds about one driver, read once.
+type Snapshot struct {
+	// Placeholder is the driver pod spark-submit made and watches.
+	Placeholder *corev1.Pod
+	// Names are the names of what driverset made for it; StatefulSet is nil until it exists.
+	Names       contract.Names
+	StatefulSet *appsv1.StatefulSet
+	// Driver is the StatefulSet's pod (the current incarnation), nil while there is none.
+	Driver *corev1.Pod
+	// Node is Driver's node; NodeMissing is true when Driver is bound to a node that does not exist.
+	Node        *corev1.Node
+	NodeMissing bool
+	// Events of the placeholder, the StatefulSet and every incarnation of its pod (they share its name).
+	Events []corev1.Event
+}
+
+// Fetch reads the Snapshot of the placeholder called name in namespace ns.
+func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snapshot, error) {
+	p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if p.Labels[contract.LabelPlaceholder] != "true" {
+		return nil, notPlaceholder(p)
+	}
+	s := &Snapshot{Placeholder: p}
+	if s.Names, s.StatefulSet, err = statefulSetOf(ctx, c, p); err != nil {
+		return nil, err
+	}
+	if s.Driver, err = getOrNil(c.CoreV1().Pods(ns).Get(ctx, s.Names.DriverPodName(), metav1.GetOptions{})); err != nil {
+		return nil, err
+	}
+	if s.Driver != nil && s.Driver.Spec.NodeName != "" {
+		if s.Node, err = getOrNil(c.CoreV1().Nodes().Get(ctx, s.Driver.Spec.NodeName, metav1.GetOptions{})); err != nil {
+			return nil, err
+		}
+		s.NodeMissing = s.Node == nil
+	}
+	// The StatefulSet usually has the placeholder's name: ask once per name, keep each Event once.
+	seen := sets.New[string]()
+	for _, obj := range sets.List(sets.New(p.Name, s.Names.StatefulSet, s.Names.DriverPodName())) {
+		list, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", obj).String(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range list.Items {
+			if !seen.Has(e.Name) {
+				seen.Insert(e.Name)
+				s.Events = append(s.Events, e)
+			}
+		}
+	}
+	return s, nil
+}
+
+// statefulSetOf finds p's StatefulSet as the controller does (controller/names.go): under
+// contract.NamesFor, unless p controls one under the name an earlier driverset gave it.
+func statefulSetOf(ctx context.Context, c kubernetes.Interface, p *corev1.Pod) (contract.Names, *appsv1.StatefulSet, error) {
+	current, legacy := contract.NamesFor(p.Name), contract.LegacyNamesFor(p.Name)
+	if legacy != current {
+		sts, err := getOrNil(c.AppsV1().StatefulSets(p.Namespace).Get(ctx, legacy.StatefulSet, metav1.GetOptions{}))
+		if err != nil {
+			return contract.Names{}, nil, err
+		}
+		if sts != nil && metav1.IsControlledBy(sts, p) {
+			return legacy, sts, nil
+		}
+	}
+	sts, err := getOrNil(c.AppsV1().StatefulSets(p.Namespace).Get(ctx, current.StatefulSet, metav1.GetOptions{}))
+	return current, sts, err
+}
+
+// getOrNil turns NotFound into nil.
+func getOrNil[T any](obj *T, err error) (*T, error) {
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// notPlaceholder explains why p is not a driver that driverset runs, naming the pod to ask about
+// when p is one of driverset's own driver pods.
+func notPlaceholder(p *corev1.Pod) error {
+	if sts := p.Labels[contract.LabelDriver]; sts != "" {
+		for _, o := range p.OwnerReferences {
+			if o.Kind == "StatefulSet" && o.Name == sts {
+				return fmt.Errorf("pod %s/%s is the driver pod of StatefulSet %s; ask about the driver pod spark-submit made (the StatefulSet's owner)", p.Namespace, p.Name, sts)
+			}
+		}
+	}
+	return fmt.Errorf("pod %s/%s is not a driver that driverset runs (it has no label %s=true)", p.Namespace, p.Name, contract.LabelPlaceholder)
+}

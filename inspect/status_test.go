@@ -1,0 +1,149 @@
+package inspect
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// TestStatusOf is the spec of `kubectl driverset status`: what it says for each state of an app.
+func TestStatusOf(t *testing.T) {
+	names := contract.NamesFor("pi-driver")
+	cases := []struct {
+		name string
+		snap func() *Snapshot
+		want Status
+	}{
+		{
+			name: "running: the real pod, its node, no restart, no recovery",
+			snap: func() *Snapshot {
+				return &Snapshot{Placeholder: placeholder(), Names: names, StatefulSet: statefulSet(), Driver: driverPod("d0", "n1"), Node: readyNode("n1")}
+			},
+			want: Status{
+				Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Driver: "pi-driver-0 (uid d0), Running, container spark-kubernetes-driver running since 2026-11-30T10:00:05Z",
+				Node:   "n1: Ready", MaxRestarts: 3,
+			},
+		},
+		{
+			name: "recovered: the new incarnation, and each Recovered Event of this placeholder counted",
+			snap: func() *Snapshot {
+				return &Snapshot{Placeholder: placeholder(), Names: names, StatefulSet: statefulSet(), Driver: driverPod("d1", "n2"), Node: readyNode("n2"),
+					Events: []corev1.Event{
+						event("Pod", "pi-driver", "p-uid", ReasonRecovered, ControllerName, at(90)),
+						legacyEvent("Pod", "pi-driver", "p-uid", ReasonRecovered, ControllerName, "", at(300), 2),
+						event("Pod", "pi-driver", "an-earlier-pod-of-that-name", ReasonRecovered, ControllerName, at(10)),
+						event("Pod", "pi-driver-0", "d0", ReasonRecovered, "someone", at(10)),
+						event("Pod", "pi-driver", "p-uid", "NodeLost", ControllerName, at(70)),
+					}}
+			},
+			want: Status{
+				Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Driver: "pi-driver-0 (uid d1), Running, container spark-kubernetes-driver running since 2026-11-30T10:00:05Z",
+				Node:   "n2: Ready", MaxRestarts: 3, Recoveries: 3,
+			},
+		},
+		{
+			name: "waiting on a dead node: Terminating, the node's state and taints, the open loss record",
+			snap: func() *Snapshot {
+				p := placeholder()
+				p.Annotations = map[string]string{contract.AnnotationDriverLost: `{"pod":"d0","since":"2026-11-30T10:01:00Z","cause":"node-unreachable"}`}
+				p.Status.Message += "; node n1 has not been Ready since 2026-11-30T10:01:00Z; the driver pod is kept until the node is confirmed down"
+				d := driverPod("d0", "n1")
+				d.DeletionTimestamp = ptrTime(at(360))
+				return &Snapshot{Placeholder: p, Names: names, StatefulSet: statefulSet(), Driver: d, Node: deadNode("n1")}
+			},
+			want: Status{
+				Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Message:     "driverset: the driver runs in pod jobs/pi-driver-0 on node n1; node n1 has not been Ready since 2026-11-30T10:01:00Z; the driver pod is kept until the node is confirmed down",
+				Driver:      "pi-driver-0 (uid d0), Running, Terminating since 2026-11-30T10:06:00Z, container spark-kubernetes-driver running since 2026-11-30T10:00:05Z",
+				Node:        "n1: not Ready (Unknown) since 2026-11-30T10:01:00Z, tainted node.kubernetes.io/unreachable:NoExecute",
+				MaxRestarts: 3,
+				Lost:        "driver pod uid d0 lost since 2026-11-30T10:01:00Z (recovery path: node-unreachable)",
+			},
+		},
+		{
+			name: "node deleted under the driver",
+			snap: func() *Snapshot {
+				return &Snapshot{Placeholder: placeholder(), Names: names, StatefulSet: statefulSet(), Driver: driverPod("d0", "n1"), NodeMissing: true}
+			},
+			want: Status{
+				Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Driver: "pi-driver-0 (uid d0), Running, container spark-kubernetes-driver running since 2026-11-30T10:00:05Z",
+				Node:   "n1: deleted (the Node object does not exist)", MaxRestarts: 3,
+			},
+		},
+		{
+			name: "failed after its restarts: the exit code, restarts of the app's own max",
+			snap: func() *Snapshot {
+				p := placeholder()
+				p.Annotations = map[string]string{contract.AnnotationRestarts: "2", contract.AnnotationMaxRestarts: "2"}
+				p.Status.Phase = corev1.PodFailed
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: contract.DriverContainerName,
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}}}
+				return &Snapshot{Placeholder: p, Names: names, StatefulSet: statefulSet()}
+			},
+			want: Status{
+				Outcome: "Failed: the driver exited with code 137", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Restarts: 2, MaxRestarts: 2,
+			},
+		},
+		{
+			name: "just admitted: no StatefulSet, no driver pod",
+			snap: func() *Snapshot {
+				p := placeholder()
+				p.Status = corev1.PodStatus{}
+				return &Snapshot{Placeholder: p, Names: names}
+			},
+			want: Status{Outcome: "Pending", MaxRestarts: 3},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.snap()
+			tc.want.Namespace, tc.want.Placeholder, tc.want.AppID = "jobs", "pi-driver", "spark-123"
+			tc.want.Phase = s.Placeholder.Status.Phase
+			if tc.want.Message == "" {
+				tc.want.Message = s.Placeholder.Status.Message
+			}
+			if got := StatusOf(s); got != tc.want {
+				t.Errorf("StatusOf:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+func TestStatusOfUnreadableLossRecord(t *testing.T) {
+	p := placeholder()
+	p.Annotations = map[string]string{contract.AnnotationDriverLost: "{"}
+	if got := StatusOf(&Snapshot{Placeholder: p}).Lost; !strings.Contains(got, "unreadable") {
+		t.Errorf("Lost = %q, want it to say the record is unreadable", got)
+	}
+}
+
+// Every field reaches the printed report, and an absent one says so.
+func TestWriteStatus(t *testing.T) {
+	var b bytes.Buffer
+	st := StatusOf(&Snapshot{Placeholder: placeholder(), Names: contract.NamesFor("pi-driver"), StatefulSet: statefulSet(),
+		Driver: driverPod("d0", "n1"), Node: readyNode("n1")})
+	if err := WriteStatus(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Driver:       jobs/pi-driver (the pod spark-submit made",
+		"App id:       spark-123", "Outcome:      Running", "Message:      driverset: the driver runs in pod jobs/pi-driver-0",
+		"StatefulSet:  pi-driver, headless Service pi-driver-ds", "Driver pod:   pi-driver-0 (uid d0)", "Node:         n1: Ready",
+		"Restarts:     0 of 3", "Recoveries:   0", "Lost driver:  (none)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
