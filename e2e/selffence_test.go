@@ -36,7 +36,7 @@ type heartbeat struct {
 	count  int
 }
 
-func keepHeartbeat(t *testing.T, pod *corev1.Pod) *heartbeat {
+func keepHeartbeat(t testing.TB, pod *corev1.Pod) *heartbeat {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &heartbeat{cancel: cancel, done: make(chan struct{})}
