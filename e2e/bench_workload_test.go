@@ -102,6 +102,8 @@ func startDriversetApps(b *testing.B, ctx context.Context, ns string, n int, ann
 	for i := range n {
 		a := app(ns, fmt.Sprintf("bench-%d", i))
 		a.DriverAnnotations = annotations
+		// A tenth of a core each, so that the many-drivers row fits on one node (32 cores).
+		a.Conf = map[string]string{"spark.kubernetes.driver.request.cores": "100m", "spark.kubernetes.executor.request.cores": "100m"}
 		plan, err := a.Plan()
 		if err != nil {
 			b.Fatal(err)

@@ -19,3 +19,17 @@ func (d *Driverset) Pause(dur time.Duration) error {
 	time.Sleep(dur)
 	return d.cmd.Process.Signal(syscall.SIGCONT)
 }
+
+// Exited reports whether the driverset process has ended (e.g. it lost its leader lease while
+// the apiserver was away: controller-runtime then exits).
+func (d *Driverset) Exited() bool {
+	if d == nil || d.done == nil {
+		return true
+	}
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
