@@ -225,6 +225,10 @@ func (r *benchRun) sample(b *testing.B, path lossPath, i int, driverset bool, n 
 	bed.spareNode(b, ctx)
 	defer bed.forgetNode(ctx, w.node)
 
+	var counters map[string]float64
+	if n > 1 {
+		counters = controllerCounters(b)
+	}
 	b.StartTimer()
 	lost := time.Now()
 	if w.atLoss != nil {
@@ -239,7 +243,8 @@ func (r *benchRun) sample(b *testing.B, path lossPath, i int, driverset bool, n 
 			b.Fatal(err)
 		}
 	}
-	if err := w.waitReplaced(ctx, 4*time.Minute); err != nil {
+	replaced, err := w.waitReplaced(ctx, 4*time.Minute)
+	if err != nil {
 		b.Fatalf("%s, sample %d: %v", path.name, i+1, err)
 	}
 	took := time.Since(lost)
@@ -250,6 +255,11 @@ func (r *benchRun) sample(b *testing.B, path lossPath, i int, driverset bool, n 
 	}
 	b.Logf("%s, sample %d, %s: replaced %.2fs after the loss of %s (%.2fs after it was proven)",
 		path.name, i+1, what, took.Seconds(), w.node, (took - proven.Sub(lost)).Seconds())
+	if n > 1 {
+		b.Logf("%d drivers: %s", n, stages(replaced, proven))
+		b.Logf("%d drivers: driverset's Events after the proof: %s", n, decisions(ctx, ns, proven))
+		b.Logf("%d drivers: driverset's placeholder controller meanwhile: %s", n, counterDeltas(counters, controllerCounters(b)))
+	}
 	_ = kube().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	return took.Seconds()
 }
@@ -266,7 +276,7 @@ func (r *benchRun) plainNever(b *testing.B, path lossPath, bound time.Duration) 
 	if err := path.lose(ctx, w.node); err != nil {
 		b.Fatal(err)
 	}
-	if err := w.waitReplaced(ctx, bound); err == nil {
+	if _, err := w.waitReplaced(ctx, bound); err == nil {
 		b.Fatalf("a plain StatefulSet recovered on %q, which the row says it never does", path.name)
 	}
 	b.Logf("%s: a plain StatefulSet was not replaced within %s", path.name, bound)

@@ -5,8 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,10 +18,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
 )
 
@@ -31,27 +40,77 @@ type workload struct {
 	atLoss func()
 }
 
-// waitReplaced waits until every pod of w has a new incarnation Running on another node.
-func (w *workload) waitReplaced(ctx context.Context, timeout time.Duration) error {
+// waitReplaced waits until every pod of w has a new incarnation Running on another node, and
+// returns those. It watches rather than polls: listing every pod of many apps ten times a second
+// would load the apiserver that the recovery measured needs.
+func (w *workload) waitReplaced(ctx context.Context, timeout time.Duration) ([]corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	pending := maps.Clone(w.pods)
-	err := poll(ctx, timeout, func() bool {
-		l, err := kube().CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false
+	var replaced []corev1.Pod
+	lw := cache.NewListWatchFromClient(kube().CoreV1().RESTClient(), "pods", w.ns, fields.Everything())
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
+		p, ok := e.Object.(*corev1.Pod)
+		if !ok || e.Type == watch.Deleted {
+			return false, nil
 		}
-		for _, p := range l.Items {
-			if old, ok := pending[p.Name]; ok && p.UID != old && p.DeletionTimestamp == nil &&
-				p.Spec.NodeName != "" && p.Spec.NodeName != w.node && p.Status.Phase == corev1.PodRunning {
-				delete(pending, p.Name)
-			}
+		if old, ok := pending[p.Name]; ok && p.UID != old && p.DeletionTimestamp == nil &&
+			p.Spec.NodeName != "" && p.Spec.NodeName != w.node && p.Status.Phase == corev1.PodRunning {
+			delete(pending, p.Name)
+			replaced = append(replaced, *p)
 		}
-		return len(pending) == 0
+		return len(pending) == 0, nil
 	})
 	if err != nil {
 		names := slices.Sorted(maps.Keys(pending))
-		return fmt.Errorf("%d of %d pods not replaced within %s (%v): %w", len(names), len(w.pods), timeout, names[:min(len(names), 5)], err)
+		return nil, fmt.Errorf("%d of %d pods not replaced within %s (%v): %w", len(names), len(w.pods), timeout, names[:min(len(names), 5)], err)
 	}
-	return nil
+	return replaced, nil
+}
+
+// stages says where the time from the proof of the loss to the replacements went, for the
+// replacements' slowest and median: created (the old pod force-deleted, a new one made), then
+// scheduled (for driverset: the stale-executor gate lifted), then Running. The API's timestamps
+// are whole seconds.
+func stages(replaced []corev1.Pod, proven time.Time) string {
+	var created, scheduled, ran harness.Samples
+	for _, p := range replaced {
+		created = append(created, p.CreationTimestamp.Sub(proven).Seconds())
+		for _, c := range p.Status.Conditions {
+			switch c.Type {
+			case corev1.PodScheduled:
+				scheduled = append(scheduled, c.LastTransitionTime.Sub(p.CreationTimestamp.Time).Seconds())
+			case corev1.PodReady:
+				ran = append(ran, c.LastTransitionTime.Sub(p.CreationTimestamp.Time).Seconds())
+			}
+		}
+	}
+	return fmt.Sprintf("after the proof, created: median %.0fs, last %.0fs; then scheduled: median %.0fs, last %.0fs; then Ready: median %.0fs, last %.0fs",
+		created.Median(), created.Max(), scheduled.Median(), scheduled.Max(), ran.Median(), ran.Max())
+}
+
+// decisions says when, after the proof, driverset told each of its decisions (its Events on the
+// placeholders of ns): the force-delete, the stale executors cleared, the recovery.
+func decisions(ctx context.Context, ns string, proven time.Time) string {
+	evs, err := kube().EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	at := map[string]harness.Samples{}
+	for _, e := range evs.Items {
+		t := e.EventTime.Time
+		if t.IsZero() {
+			t = e.DeprecatedLastTimestamp.Time
+		}
+		if t.After(proven.Add(-time.Second)) {
+			at[e.Reason] = append(at[e.Reason], t.Sub(proven).Seconds())
+		}
+	}
+	var out []string
+	for _, reason := range slices.Sorted(maps.Keys(at)) {
+		out = append(out, fmt.Sprintf("%s ×%d median %.1fs last %.1fs", reason, len(at[reason]), at[reason].Median(), at[reason].Max()))
+	}
+	return strings.Join(out, "; ")
 }
 
 // benchNamespace is a fresh bench-* namespace (the invariant monitor checks these too, at the
@@ -253,4 +312,44 @@ func setUnschedulable(ctx context.Context, name string, cordon bool) error {
 		_, err = kube().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// controllerCounters reads the placeholder controller's work counters from driverset's /metrics
+// (queue adds and retries, time queued, reconciles and their time, by result), to tell where a
+// slow recovery of many drivers spends its time.
+func controllerCounters(b *testing.B) map[string]float64 {
+	b.Helper()
+	resp, err := http.Get(bed.driverset.MetricsURL)
+	if err != nil {
+		b.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.Contains(line, `"placeholder"`) || !slices.ContainsFunc([]string{"workqueue_adds_total", "workqueue_retries_total",
+			"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum",
+			"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total"}, func(m string) bool { return strings.HasPrefix(line, m+"{") }) {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// counterDeltas says how each counter grew from before to after.
+func counterDeltas(before, after map[string]float64) string {
+	var s []string
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if d := after[k] - before[k]; d != 0 {
+			s = append(s, fmt.Sprintf("%s +%.2f", k, d))
+		}
+	}
+	return strings.Join(s, "; ")
 }
