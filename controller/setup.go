@@ -62,7 +62,7 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfDriverPod), builder.WithPredicates(isDriverPod)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfExecutor), builder.WithPredicates(executorGone)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode)).
-		Complete(r)
+		Complete(watchRetries{r})
 }
 
 const indexNodeName = "spec.nodeName"

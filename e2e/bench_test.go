@@ -5,151 +5,294 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/e2e/sparksim"
+	"github.com/driverset/driverset/e2e/harness"
 )
 
-// BenchmarkRecovery measures, on each recovery path, the time from losing the node under a
-// running pod to its replacement Running on another node: for a driverset driver and, in the
-// same run, for a plain StatefulSet of one. It reports seconds per recovery and, for driverset,
-// the ratio to the plain StatefulSet on the same path (fencing has no plain counterpart: a plain
-// StatefulSet never recovers from a silent node; its ratio is to the out-of-service path).
+// Benchmark knobs (environment, so that `make bench` needs no flags):
+//   - DRIVERSET_BENCH_SAMPLES: samples per path and workload (default 3);
+//   - DRIVERSET_BENCH_DRIVERS: drivers on the one node of the many-drivers row (default 50);
+//   - DRIVERSET_BENCH_INJECT_DELAY: a test-only regression, e.g. 2s: the harness stops the
+//     driverset process for that long right after the proof of a node's loss (the deletion, the
+//     taint), as a driverset that reacts that much later would. It shows that the benchmark sees
+//     a regression of that size; the product has no such setting.
+const (
+	envBenchSamples = "DRIVERSET_BENCH_SAMPLES"
+	envBenchDrivers = "DRIVERSET_BENCH_DRIVERS"
+	envBenchDelay   = "DRIVERSET_BENCH_INJECT_DELAY"
+)
+
+// benchExecutors is how many executors each driverset app runs: its next incarnation is held
+// until the old ones are gone (the stale-executor gate), and that wait is in the measured time.
+const benchExecutors = 1
+
+// benchSelfFenceT is the self-fence row's T (the admin's default floor).
+const benchSelfFenceT = 10 * time.Second
+
+// lossPath is one way a node is lost. lose returns once the loss is proven to Kubernetes (the
+// Node deleted, the taint applied) or, for a silent death, once the node is dead.
+type lossPath struct {
+	name   string
+	silent bool // nobody proves the loss: a plain StatefulSet never recovers
+	lose   func(ctx context.Context, node string) error
+	// annotations of the driverset app on this path (fence-after, self-fence).
+	annotations map[string]string
+}
+
+func nodeDeleted() lossPath {
+	return lossPath{name: "node deleted", lose: func(ctx context.Context, node string) error { return bed.cluster.DeleteNode(ctx, node) }}
+}
+
+func outOfService() lossPath {
+	return lossPath{name: "node dies, out-of-service taint once NotReady", lose: func(ctx context.Context, node string) error {
+		if err := bed.cluster.KillNode(ctx, node); err != nil {
+			return err
+		}
+		if err := waitNodeCondition(ctx, node, corev1.ConditionTrue, false); err != nil {
+			return err
+		}
+		return bed.cluster.TaintOutOfService(ctx, node)
+	}}
+}
+
+func silentDeath(name string, annotations map[string]string) lossPath {
+	return lossPath{name: name, silent: true, annotations: annotations,
+		lose: func(ctx context.Context, node string) error { return bed.cluster.KillNode(ctx, node) }}
+}
+
+// BenchmarkRecovery measures, on each path of losing a node under a running driver, the time
+// from the loss to the replacement Running on another node: samples of a driverset app (a driver
+// with executors) and, interleaved in the same run, of a plain StatefulSet of one. Each row
+// reports the medians with their spread and the ratio of the medians on the same path; a path
+// on which a plain StatefulSet never recovers shows that by a bounded wait, and driverset's time
+// alone. The last row puts many drivers on one node that dies and compares the time to the last
+// one's recovery with one driver's on the same path. It prints the README's table at the end.
 //
 //	make bench   (go test -tags testbed -run '^$' -bench Recovery -benchtime 1x ./e2e/)
 func BenchmarkRecovery(b *testing.B) {
-	paths := []struct {
-		name       string
-		fenceAfter string
-		lose       func(ctx context.Context, node string) error
-	}{
-		{"node-deleted", "", func(ctx context.Context, node string) error { return bed.cluster.DeleteNode(ctx, node) }},
-		{"out-of-service", "", func(ctx context.Context, node string) error {
-			if err := bed.cluster.KillNode(ctx, node); err != nil {
-				return err
-			}
-			if err := waitNodeCondition(ctx, node, corev1.ConditionTrue, false); err != nil {
-				return err
-			}
-			return bed.cluster.TaintOutOfService(ctx, node)
-		}},
-		{"fenced-30s", "30s", func(ctx context.Context, node string) error { return bed.cluster.KillNode(ctx, node) }},
-	}
-	plain := map[string]float64{}
-	for _, p := range paths {
-		if p.fenceAfter == "" {
-			b.Run(p.name+"/plain-statefulset", func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					plain[p.name] = measure(b, func(ctx context.Context, ns string) (string, func() (*corev1.Pod, error)) {
-						return plainStatefulSet(b, ctx, ns)
-					}, p.lose)
-				}
-				b.ReportMetric(plain[p.name], "s/recovery")
-			})
+	samples := benchEnvInt(b, envBenchSamples, 3)
+	drivers := benchEnvInt(b, envBenchDrivers, 50)
+	var delay time.Duration
+	if v := os.Getenv(envBenchDelay); v != "" {
+		var err error
+		if delay, err = time.ParseDuration(v); err != nil {
+			b.Fatalf("%s=%q: %v", envBenchDelay, v, err)
 		}
-		b.Run(p.name+"/driverset", func(b *testing.B) {
-			var took float64
-			for i := 0; i < b.N; i++ {
-				took = measure(b, func(ctx context.Context, ns string) (string, func() (*corev1.Pod, error)) {
-					return driversetApp(b, ctx, ns, p.fenceAfter)
-				}, p.lose)
-			}
-			b.ReportMetric(took, "s/recovery")
-			ref := plain[p.name]
-			if ref == 0 {
-				ref = plain["out-of-service"]
-			}
-			if ref > 0 {
-				b.ReportMetric(took/ref, "x-plain")
-			}
-		})
+	}
+	r := &benchRun{samples: samples, delay: delay}
+	b.Cleanup(func() {
+		fmt.Printf("\nBenchmarkRecovery: %s, %d samples per path and workload, injected delay %s\n\n%s\n",
+			time.Now().UTC().Format("2006-01-02 15:04 MST"), samples, delay, r.table())
+	})
+	b.Run("node-deleted", func(b *testing.B) { r.pairedRow(b, nodeDeleted()) })
+	b.Run("out-of-service", func(b *testing.B) { r.pairedRow(b, outOfService()) })
+	b.Run("silent-fence-after-30s", func(b *testing.B) {
+		r.silentRow(b, silentDeath("node dies silently, `fence-after: 30s`", map[string]string{contract.AnnotationFenceAfter: "30s"}))
+	})
+	b.Run("silent-self-fence-10s", func(b *testing.B) {
+		r.silentRow(b, silentDeath("node dies silently, `self-fence: 10s`", map[string]string{contract.AnnotationSelfFence: benchSelfFenceT.String()}))
+	})
+	b.Run(fmt.Sprintf("%d-drivers-out-of-service", drivers), func(b *testing.B) { r.manyRow(b, outOfService(), drivers) })
+}
+
+// benchRun holds the rows measured so far, for the table.
+type benchRun struct {
+	samples int
+	delay   time.Duration
+	rows    []benchRow
+	// plainSilent is the one bounded wait for a plain StatefulSet on a silent death, shared by
+	// the silent rows (the same plain path).
+	plainSilent *time.Duration
+}
+
+// benchRow is one line of the table: what is measured against what, on one path.
+type benchRow struct {
+	path, baselineName, subjectName string
+	baseline, subject               harness.Samples
+	never                           time.Duration // >0: the baseline never recovered within it
+	ratio                           float64
+}
+
+// pairedRow measures a plain StatefulSet and a driverset app on path, one sample of each in
+// turn, so that both see the same machine.
+func (r *benchRun) pairedRow(b *testing.B, path lossPath) {
+	row := benchRow{path: path.name, baselineName: "plain StatefulSet", subjectName: "driverset"}
+	for i := range r.samples {
+		row.baseline = append(row.baseline, r.sample(b, path, i, false, 1))
+		row.subject = append(row.subject, r.sample(b, path, i, true, 1))
+	}
+	r.finish(b, row)
+}
+
+// silentRow measures driverset alone on a silent death, and shows once, by a bounded wait, that a
+// plain StatefulSet does not recover there.
+func (r *benchRun) silentRow(b *testing.B, path lossPath) {
+	row := benchRow{path: path.name, baselineName: "plain StatefulSet", subjectName: "driverset"}
+	for i := range r.samples {
+		row.subject = append(row.subject, r.sample(b, path, i, true, 1))
+	}
+	if r.plainSilent == nil {
+		// Twice driverset's slowest recovery, and at least a minute.
+		bound := max(time.Minute, time.Duration(2*row.subject.Max()*float64(time.Second))).Round(time.Second)
+		r.plainNever(b, path, bound)
+		r.plainSilent = &bound
+	}
+	row.never = *r.plainSilent
+	r.rows = append(r.rows, row)
+	b.ReportMetric(row.subject.Median(), "driverset-s")
+	b.ReportMetric(row.subject.Spread(), "driverset-spread")
+}
+
+// manyRow measures n driverset apps on one node against one app on the same path: the time to
+// the last one's recovery.
+func (r *benchRun) manyRow(b *testing.B, path lossPath, n int) {
+	row := benchRow{path: fmt.Sprintf("%s, %d drivers on the node (time to the last)", path.name, n),
+		baselineName: "1 driver", subjectName: fmt.Sprintf("%d drivers", n)}
+	for i := range r.samples {
+		row.baseline = append(row.baseline, r.sample(b, path, i, true, 1))
+		row.subject = append(row.subject, r.sample(b, path, i, true, n))
+	}
+	r.finish(b, row)
+	if row := r.rows[len(r.rows)-1]; row.ratio > 1.5 {
+		b.Errorf("%d drivers on one lost node took %.2fx the time of one (%s vs %s): the target is 1.5x", n, row.ratio, row.subject, row.baseline)
 	}
 }
 
-// measure starts a workload in a fresh namespace, loses the node of its pod and returns the
-// seconds until the replacement runs elsewhere.
-func measure(b *testing.B, start func(ctx context.Context, ns string) (string, func() (*corev1.Pod, error)), lose func(context.Context, string) error) float64 {
+// finish computes the row's ratio (a missing baseline fails the benchmark) and reports it.
+func (r *benchRun) finish(b *testing.B, row benchRow) {
+	ratio, err := harness.Ratio(row.subject, row.baseline)
+	if err != nil {
+		b.Fatalf("%s: %v", row.path, err)
+	}
+	row.ratio = ratio
+	r.rows = append(r.rows, row)
+	b.ReportMetric(row.baseline.Median(), "baseline-s")
+	b.ReportMetric(row.subject.Median(), "driverset-s")
+	b.ReportMetric(row.baseline.Spread(), "baseline-spread")
+	b.ReportMetric(row.subject.Spread(), "driverset-spread")
+	b.ReportMetric(ratio, "x-baseline")
+	b.Logf("%s: %s %s, %s %s, ratio of medians %.2fx", row.path, row.baselineName, row.baseline, row.subjectName, row.subject, ratio)
+}
+
+// table is the README's table: median (min–max) per path and workload, and the ratio of medians.
+func (r *benchRun) table() string {
+	var s strings.Builder
+	s.WriteString("| path | baseline | baseline: median (min–max) | driverset: median (min–max) | ratio of medians |\n|---|---|---|---|---|\n")
+	for _, row := range r.rows {
+		base, ratio := spread(row.baseline), fmt.Sprintf("%.2f×", row.ratio)
+		if row.never > 0 {
+			base, ratio = fmt.Sprintf("never (not within %s)", row.never), "— (absolute)"
+		}
+		subject := spread(row.subject)
+		if row.subjectName != "driverset" {
+			subject = row.subjectName + ": " + subject
+		}
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s |\n", row.path, row.baselineName, base, subject, ratio)
+	}
+	return s.String()
+}
+
+func spread(s harness.Samples) string {
+	return fmt.Sprintf("%.1f s (%.1f–%.1f)", s.Median(), s.Min(), s.Max())
+}
+
+// sample runs one workload (a plain StatefulSet, or n driverset apps on one node) on a node,
+// loses that node on path and returns the seconds from the loss until every pod of the workload
+// was replaced by one Running on another node.
+func (r *benchRun) sample(b *testing.B, path lossPath, i int, driverset bool, n int) float64 {
 	b.Helper()
-	b.StopTimer()
-	ctx := context.Background()
-	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1_000_000)
-	if _, err := kube().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := benchNamespace(b, ctx)
+	var w *workload
+	if driverset {
+		w = startDriversetApps(b, ctx, ns, n, path.annotations)
+	} else {
+		w = startPlain(b, ctx, ns)
 	}
-	if err := bed.cluster.WaitForDefaultServiceAccount(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
-	podName, get := start(ctx, ns)
-	var first *corev1.Pod
-	if err := poll(ctx, 2*time.Minute, func() bool {
-		p, err := get()
-		first = p
-		return err == nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
-	}); err != nil {
-		b.Fatalf("%s never ran: %v", podName, err)
-	}
-	spare := fmt.Sprintf("kwok-bench-%d", time.Now().UnixNano()%1_000_000)
-	if err := bed.cluster.AddNode(ctx, spare); err != nil {
-		b.Fatal(err)
+	// A spare node takes the workload; the lost one is removed afterwards, so that dead nodes do
+	// not pile up into a disrupted zone (in which nothing is fenced or evicted).
+	bed.spareNode(b, ctx)
+	defer bed.forgetNode(ctx, w.node)
+
+	var counters map[string]float64
+	if n > 1 {
+		counters = controllerCounters(b)
 	}
 	b.StartTimer()
-	t0 := time.Now()
-	if err := lose(ctx, first.Spec.NodeName); err != nil {
+	lost := time.Now()
+	if w.atLoss != nil {
+		w.atLoss()
+	}
+	if err := path.lose(ctx, w.node); err != nil {
 		b.Fatal(err)
 	}
-	if err := poll(ctx, 4*time.Minute, func() bool {
-		p, err := get()
-		return err == nil && p.UID != first.UID && p.DeletionTimestamp == nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
-	}); err != nil {
-		b.Fatalf("%s was not replaced: %v", podName, err)
+	proven := time.Now()
+	if driverset && r.delay > 0 && !path.silent {
+		if err := bed.driverset.Pause(r.delay); err != nil {
+			b.Fatal(err)
+		}
 	}
-	took := time.Since(t0).Seconds()
-	b.StopTimer()
-	b.Logf("%s replaced %.1fs after losing node %s", podName, took, first.Spec.NodeName)
-	_ = kube().CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	return took
-}
-
-func plainStatefulSet(b *testing.B, ctx context.Context, ns string) (string, func() (*corev1.Pod, error)) {
-	one := int32(1)
-	labels := map[string]string{"app": "plain"}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one, ServiceName: "plain", Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "plain"}}},
-			},
-		},
-	}
-	if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	return "plain-0", func() (*corev1.Pod, error) { return kube().CoreV1().Pods(ns).Get(ctx, "plain-0", metav1.GetOptions{}) }
-}
-
-func driversetApp(b *testing.B, ctx context.Context, ns, fenceAfter string) (string, func() (*corev1.Pod, error)) {
-	a := app(ns, "bench")
-	if fenceAfter != "" {
-		a.DriverAnnotations = map[string]string{contract.AnnotationFenceAfter: fenceAfter}
-	}
-	plan, err := a.Plan()
+	replaced, err := w.waitReplaced(ctx, 4*time.Minute)
 	if err != nil {
+		b.Fatalf("%s, sample %d: %v", path.name, i+1, err)
+	}
+	took := time.Since(lost)
+	b.StopTimer()
+	what := "plain StatefulSet"
+	if driverset {
+		what = fmt.Sprintf("%d driverset app(s)", n)
+	}
+	b.Logf("%s, sample %d, %s: replaced %.2fs after the loss of %s (%.2fs after it was proven)",
+		path.name, i+1, what, took.Seconds(), w.node, (took - proven.Sub(lost)).Seconds())
+	if n > 1 {
+		b.Logf("%d drivers: %s", n, stages(replaced, proven))
+		b.Logf("%d drivers: driverset's Events after the proof: %s", n, decisions(ctx, ns, proven))
+		b.Logf("%d drivers: driverset's placeholder controller meanwhile: %s", n, counterDeltas(counters, controllerCounters(b)))
+	}
+	_ = kube().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	return took.Seconds()
+}
+
+// plainNever shows that a plain StatefulSet is not replaced within bound on path.
+func (r *benchRun) plainNever(b *testing.B, path lossPath, bound time.Duration) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := benchNamespace(b, ctx)
+	w := startPlain(b, ctx, ns)
+	bed.spareNode(b, ctx)
+	defer bed.forgetNode(ctx, w.node)
+	if err := path.lose(ctx, w.node); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := sparksim.SubmitPlan(ctx, kube(), plan, sparksim.SubmitOptions{}); err != nil {
-		b.Fatal(err)
+	if _, err := w.waitReplaced(ctx, bound); err == nil {
+		b.Fatalf("a plain StatefulSet recovered on %q, which the row says it never does", path.name)
 	}
-	name := contract.NamesFor(plan.DriverPodName).DriverPodName()
-	return name, func() (*corev1.Pod, error) { return kube().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}) }
+	b.Logf("%s: a plain StatefulSet was not replaced within %s", path.name, bound)
+	_ = kube().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+}
+
+func benchEnvInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
 }
 
 func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {

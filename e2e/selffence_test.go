@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -34,9 +35,11 @@ type heartbeat struct {
 	mu     sync.Mutex
 	last   time.Time
 	count  int
+	// longest is the longest time between two renewals that succeeded (when each was sent).
+	longest time.Duration
 }
 
-func keepHeartbeat(t *testing.T, pod *corev1.Pod) *heartbeat {
+func keepHeartbeat(t testing.TB, pod *corev1.Pod) *heartbeat {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &heartbeat{cancel: cancel, done: make(chan struct{})}
@@ -77,6 +80,7 @@ func keepHeartbeat(t *testing.T, pod *corev1.Pod) *heartbeat {
 				sent := time.Now()
 				if renew() == nil {
 					h.mu.Lock()
+					h.longest = max(h.longest, sent.Sub(h.last))
 					h.last, h.count = sent, h.count+1
 					h.mu.Unlock()
 				}
@@ -100,6 +104,13 @@ func (h *heartbeat) renewals() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.count
+}
+
+// gap is the longest time between two renewals that succeeded, so far.
+func (h *heartbeat) gap() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.longest
 }
 
 // Issue 12, item 2, on the controller's side: two self-fencing drivers whose nodes die silently
@@ -152,14 +163,7 @@ func TestSelfFencingFencesOnlyADriverWhoseHeartbeatStopped(t *testing.T) {
 		return err == nil && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable }), nil
 	})
 	unreachable := time.Now()
-	keptFor := func(d time.Duration) {
-		t.Helper()
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
-			if p := getPod(t, ns, rNames.DriverPodName()); p.UID != r0.UID || p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
-				t.Fatalf("the renewing driver %s was fenced (now %s) while its heartbeat was renewed", r0.UID, p.UID)
-			}
-		}
-	}
+	keptFor := func(d time.Duration) { t.Helper(); keptRenewing(t, ns, rNames, r0.UID, d) }
 	keptFor(selfFenceWait + 5*time.Second)
 	t.Logf("renewing driver kept %.0fs on an unreachable node (%d renewals so far)", time.Since(unreachable).Seconds(), rBeat.renewals())
 
@@ -186,6 +190,77 @@ func TestSelfFencingFencesOnlyADriverWhoseHeartbeatStopped(t *testing.T) {
 		t.Errorf("fenced %.1fs after the last renewal, before T plus the margin (%s)", took.Seconds(), selfFenceWait)
 	}
 	expectEvents(t, getPod(t, ns, r.plan.DriverPodName), "NodeLost", "Fenced", "Recovered")
+}
+
+// keptRenewing fails the test if, within d, the driver pod of names is another incarnation than
+// uid, or is being force-deleted: a driver whose heartbeat is renewed is never fenced.
+func keptRenewing(t *testing.T, ns string, names contract.Names, uid types.UID, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		if p := getPod(t, ns, names.DriverPodName()); p.UID != uid || p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
+			t.Fatalf("the renewing driver %s was fenced (now %s) while its heartbeat was renewed", uid, p.UID)
+		}
+	}
+}
+
+// Issue 12, "restart the apiserver during a heartbeat gap": a self-fencing driver on a node that
+// is unreachable (its kubelet is dead, its network works) renews its heartbeat. The apiserver
+// restarts: while it is away nobody renews, and driverset sees no change of the Lease and loses
+// its watches. The gap is shorter than T (the driver is right to go on), and once the apiserver
+// is back the driver renews again: driverset must not fence it, neither then nor in the T plus
+// margin that follow. Once its heartbeat stops for good, it is fenced: driverset was watching.
+func TestSelfFencingKeepsARenewingDriverAcrossAnApiserverRestart(t *testing.T) {
+	ctx := context.Background()
+	// T is long enough to cover the restart here (stop, start, /readyz: about 10 s on 2 busy cores).
+	const T = 30 * time.Second
+	wait := T + 5*time.Second + T/10
+	ns := namespace(t, nil)
+	a := app(ns, "renewing")
+	a.DriverAnnotations = map[string]string{contract.AnnotationSelfFence: T.String()}
+	s := submit(t, a)
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+	beat := keepHeartbeat(t, d0)
+	node := d0.Spec.NodeName
+	replaceNode(t, node)
+	if err := bed.cluster.KillNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), node) })
+	waitFor(t, time.Minute, "the driver's node unreachable", func(ctx context.Context) (bool, error) {
+		n, err := kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable }), nil
+	})
+
+	before := beat.renewals()
+	stopped := time.Now()
+	if err := bed.cluster.RestartAPIServer(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	t.Logf("the apiserver was away %.1fs", back.Sub(stopped).Seconds())
+	waitFor(t, T, "a renewal after the restart", func(context.Context) (bool, error) { return beat.renewals() > before, nil })
+	gap := beat.gap()
+	t.Logf("longest heartbeat gap: %.1fs (T %s, driverset's wait %s)", gap.Seconds(), T, wait)
+	if gap < selfFenceT/4+2*time.Second {
+		t.Fatalf("no heartbeat gap (longest %.1fs): the restart did not stop the renewals, the scenario proves nothing", gap.Seconds())
+	}
+	if bed.driverset.Exited() {
+		// Its leader lease (renew deadline 10 s) may run out while the apiserver is away, and
+		// controller-runtime then exits, as a pod would be restarted. The new one leads.
+		t.Logf("driverset exited while the apiserver was away (leader lease lost); starting it again")
+		restoreSharedDriverset(t, true, nil)
+	}
+	keptRenewing(t, ns, names, d0.UID, wait+5*time.Second-time.Since(back))
+	t.Logf("the renewing driver was kept %.0fs after the apiserver came back (%d renewals)", time.Since(back).Seconds(), beat.renewals())
+
+	last := beat.stop()
+	d1 := runningDriverWithin(t, 2*time.Minute, ns, names, string(d0.UID))
+	took := d1.CreationTimestamp.Sub(last)
+	t.Logf("heartbeat stopped: new incarnation created %.1fs after the last renewal", took.Seconds())
+	if took < wait-time.Second {
+		t.Errorf("fenced %.1fs after the last renewal, before T plus the margin (%s)", took.Seconds(), wait)
+	}
 }
 
 // Issue 11, "fence-after: 1ns beyond the admin's floor": a tenant asks to be fenced 1ns after its
