@@ -45,7 +45,7 @@ func TestDriverGolden(t *testing.T) {
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".pod.yaml")
 		t.Run(name, func(t *testing.T) {
-			d := &Driver{Enforced: strings.HasSuffix(name, "-enforced")}
+			d := &Driver{Seal: testSeal(), Enforced: strings.HasSuffix(name, "-enforced")}
 			checkGolden(t, d, readPodJSON(t, in), filepath.Join("testdata", name+".golden.yaml"))
 		})
 	}
