@@ -18,6 +18,9 @@ const KeyField = "hmac-key"
 // when it does not exist yet. Every replica reads the same Secret: the first to start makes it,
 // one that loses the race to create reads the winner's.
 func LoadKey(ctx context.Context, c kubernetes.Interface, ns, name string) ([]byte, error) {
+	if ns == "" {
+		return nil, fmt.Errorf("the placeholder sealing key: no namespace for Secret %s (set $POD_NAMESPACE or --leader-election-namespace)", name)
+	}
 	secrets := c.CoreV1().Secrets(ns)
 	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

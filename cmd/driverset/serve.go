@@ -34,6 +34,7 @@ import (
 	"github.com/driverset/driverset/certs"
 	"github.com/driverset/driverset/controller"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/seal"
 	"github.com/driverset/driverset/version"
 	"github.com/driverset/driverset/webhook"
 )
@@ -63,6 +64,7 @@ type serveFlags struct {
 	logLevel          string
 	workers           int
 	maxAdmissions     int
+	sealSecret        string
 	zap               zap.Options
 }
 
@@ -96,6 +98,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
 	fs.IntVar(&f.workers, "workers", 4, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app")
 	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
+	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -161,6 +164,10 @@ func serve(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	sealer, err := loadSealer(ctx, cfg, f)
+	if err != nil {
+		return err
+	}
 	// Placeholders have their own cache (controller.CacheOptions says why); the manager's client and
 	// the webhooks read pods from both.
 	placeholders, err := cache.New(cfg, controller.PlaceholderCacheOptions())
@@ -210,8 +217,8 @@ func serve(ctx context.Context, args []string) error {
 	hooks := mgr.GetWebhookServer()
 	// One limit for the four entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions)
-	hooks.Register(webhook.DriverPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache()}}))
-	hooks.Register(webhook.DriverEnforcedPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache()}}))
+	hooks.Register(webhook.DriverPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}}))
+	hooks.Register(webhook.DriverEnforcedPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}}))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
 	hooks.Register(webhook.ExecutorPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}}))
 	hooks.Register(webhook.IncarnationPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}}))
@@ -230,6 +237,7 @@ func serve(ctx context.Context, args []string) error {
 		Bounds:     f.fenceBounds,
 		Heartbeats: controller.NewHeartbeats(nil),
 		Metrics:    metrics,
+		Seal:       sealer,
 	}
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
@@ -264,10 +272,7 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 	if err != nil {
 		return err
 	}
-	ns := f.leaderElectionNS
-	if v := os.Getenv("POD_NAMESPACE"); v != "" {
-		ns = v
-	}
+	ns := ownNamespace(f)
 	var extra []string
 	if f.certExtraHosts != "" {
 		extra = strings.Split(f.certExtraHosts, ",")
@@ -290,6 +295,24 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 		host = "127.0.0.1"
 	}
 	return mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(net.JoinHostPort(host, strconv.Itoa(f.webhookPort))))
+}
+
+// ownNamespace is driverset's own namespace: the pod's, or the leader election's outside a pod.
+func ownNamespace(f serveFlags) string {
+	if v := os.Getenv("POD_NAMESPACE"); v != "" {
+		return v
+	}
+	return f.leaderElectionNS
+}
+
+// loadSealer reads (or makes) the key every replica seals and checks placeholders with.
+func loadSealer(ctx context.Context, cfg *rest.Config, f serveFlags) (seal.Sealer, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return seal.Sealer{}, err
+	}
+	key, err := seal.LoadKey(ctx, cs, ownNamespace(f), f.sealSecret)
+	return seal.Sealer{Key: key}, err
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
