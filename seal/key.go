@@ -42,7 +42,7 @@ func LoadKey(ctx context.Context, c kubernetes.Interface, ns, name string) ([]by
 	}
 	key := s.Data[KeyField]
 	if len(key) < MinKeyLen {
-		return nil, fmt.Errorf("Secret %s/%s: %s holds %d bytes, want at least %d", ns, name, KeyField, len(key), MinKeyLen)
+		return nil, fmt.Errorf("the placeholder sealing key (Secret %s/%s): %s holds %d bytes, want at least %d", ns, name, KeyField, len(key), MinKeyLen)
 	}
 	return key, nil
 }

@@ -65,6 +65,8 @@ type serveFlags struct {
 	workers           int
 	maxAdmissions     int
 	sealSecret        string
+	clientCA          string
+	clientNames       string
 	zap               zap.Options
 }
 
@@ -99,6 +101,8 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.IntVar(&f.workers, "workers", 4, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app")
 	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
+	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
+	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -168,6 +172,10 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	callers, err := webhookCallers(f)
+	if err != nil {
+		return err
+	}
 	// Placeholders have their own cache (controller.CacheOptions says why); the manager's client and
 	// the webhooks read pods from both.
 	placeholders, err := cache.New(cfg, controller.PlaceholderCacheOptions())
@@ -198,6 +206,7 @@ func serve(ctx context.Context, args []string) error {
 				// HTTP/2 off: its rapid-reset and stream-flood weaknesses are not worth it for
 				// an apiserver client that speaks HTTP/1.1 just as well.
 				func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} },
+				callers.TLS,
 			},
 		}),
 	})
@@ -217,11 +226,11 @@ func serve(ctx context.Context, args []string) error {
 	hooks := mgr.GetWebhookServer()
 	// One limit for the four entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions)
-	hooks.Register(webhook.DriverPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}}))
-	hooks.Register(webhook.DriverEnforcedPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}}))
+	hooks.Register(webhook.DriverPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}})))
+	hooks.Register(webhook.DriverEnforcedPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}})))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
-	hooks.Register(webhook.ExecutorPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}}))
-	hooks.Register(webhook.IncarnationPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}}))
+	hooks.Register(webhook.ExecutorPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}})))
+	hooks.Register(webhook.IncarnationPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}})))
 
 	metrics, err := registerMetrics(ctrlmetrics.Registry)
 	if err != nil {
@@ -303,6 +312,19 @@ func ownNamespace(f serveFlags) string {
 		return v
 	}
 	return f.leaderElectionNS
+}
+
+// webhookCallers is who may call the admission handlers: anyone, or with --webhook-client-ca
+// only a client certificate of that CA (see webhook.Callers).
+func webhookCallers(f serveFlags) (webhook.Callers, error) {
+	if f.clientCA == "" {
+		return webhook.Callers{}, nil
+	}
+	var names []string
+	if f.clientNames != "" {
+		names = strings.Split(f.clientNames, ",")
+	}
+	return webhook.LoadCallers(f.clientCA, names)
 }
 
 // loadSealer reads (or makes) the key every replica seals and checks placeholders with.
