@@ -51,7 +51,7 @@ func TestDriverGolden(t *testing.T) {
 	}
 }
 
-func readPodJSON(t *testing.T, path string) []byte {
+func readPodJSON(t testing.TB, path string) []byte {
 	t.Helper()
 	y, err := os.ReadFile(path)
 	if err != nil {
