@@ -84,6 +84,10 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 	if err := convert.ToPlaceholder(p); err != nil {
 		t.Fatal(err)
 	}
+	if err := testSeal().Sign(p); err != nil {
+		t.Fatal(err)
+	}
+	p.CreationTimestamp = metav1.NewTime(t0)
 	p.UID = "0b7e1d52-6c1a-4f3e-9d8b-2a4c6e8f0a1b"
 	p.Status = corev1.PodStatus{
 		Phase:    corev1.PodPending,
@@ -113,6 +117,7 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 		Convert:   convert.Options{Image: "registry.example/driverset:test"},
 		Budget:    Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
 		Metrics:   metrics,
+		Seal:      testSeal(),
 		Now:       func() time.Time { return h.now },
 	}
 	return h

@@ -36,6 +36,10 @@ func TestOldNameAppKeepsItsStatefulSet(t *testing.T) {
 			if err := convert.ToPlaceholder(p); err != nil {
 				t.Fatal(err)
 			}
+			if err := testSeal().Sign(p); err != nil {
+				t.Fatal(err)
+			}
+			p.CreationTimestamp = metav1.NewTime(t0)
 			p.UID = "0b7e1d52-6c1a-4f3e-9d8b-2a4c6e8f0a1b"
 			legacy := contract.LegacyNamesFor(p.Name)
 			if legacy == contract.NamesFor(p.Name) {
@@ -53,7 +57,7 @@ func TestOldNameAppKeepsItsStatefulSet(t *testing.T) {
 					return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
 				}).Build()
 			r := &Placeholder{Client: c, APIReader: c, Events: events.NewFakeRecorder(100),
-				Convert: convert.Options{Image: "registry.example/driverset:new"}, Budget: Budget{Backoff: 1, MaxBackoff: 1}}
+				Convert: convert.Options{Image: "registry.example/driverset:new"}, Budget: Budget{Backoff: 1, MaxBackoff: 1}, Seal: testSeal()}
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/seal"
 )
 
 // Placeholder reconciles one placeholder pod P: it makes P's headless Service H and StatefulSet S,
@@ -45,7 +46,9 @@ type Placeholder struct {
 	Bounds     Bounds
 	Heartbeats *Heartbeats
 	Metrics    *Metrics
-	Now        func() time.Time
+	// Seal checks that P is a placeholder driverset's webhook made (see unsealed).
+	Seal seal.Sealer
+	Now  func() time.Time
 }
 
 // Reconcile is idempotent: every step is create-or-get or a write conditioned on what was read.
@@ -65,6 +68,13 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 
 	container := driverContainer(&p)
+	if reason, err := r.unsealed(ctx, &p, names); err != nil || reason != "" {
+		if err != nil || isTerminal(p.Status.Phase) {
+			return ctrl.Result{}, err
+		}
+		logger.Info("not a placeholder driverset made", "reason", reason)
+		return ctrl.Result{}, r.writeStatus(ctx, &p, View{Container: container, Blocked: reason})
+	}
 	if !isTerminal(p.Status.Phase) {
 		// A finished app runs no driver again: its claims need no keeping.
 		if waiting, err := r.keepClaims(ctx, &p); err != nil || waiting != "" {

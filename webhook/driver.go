@@ -16,6 +16,7 @@ import (
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/seal"
 )
 
 // Paths at which the driver handlers are served, shared by cmd and the manifests.
@@ -38,6 +39,9 @@ type Driver struct {
 	// sets a min keeps the placeholder at that min rather than 0, or the LimitRanger would refuse
 	// it. A read (never a write, never a live call); when it fails, the placeholder keeps 0.
 	LimitRanges client.Reader
+	// Seal seals each placeholder this handler makes, and tells its own placeholders, seen again
+	// on re-invocation, from a pod that arrives shaped as one (docs/design.md#sealed-placeholders).
+	Seal seal.Sealer
 }
 
 var _ admission.Handler = (*Driver)(nil)
@@ -60,8 +64,13 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	if reason := d.skip(pod); reason != "" {
 		return admission.Allowed(reason)
 	}
-	// A placeholder comes back when the apiserver re-invokes the webhook; it is left as it is.
+	// A placeholder comes back when the apiserver re-invokes the webhook; it is left as it is. One
+	// that driverset did not seal was shaped by its creator: its recorded resources would reach
+	// S-0 unseen by any policy on who may ask for them.
 	placeholder := convert.IsPlaceholder(pod)
+	if nc := d.unsealed(pod); placeholder && nc != nil {
+		return admission.Denied(nc.Error())
+	}
 	before, err := json.Marshal(pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -77,6 +86,11 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 			return admission.Denied(nc.Error())
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if !placeholder {
+		if err := d.Seal.Sign(pod); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
 	}
 	resp := patched(req.Object.Raw, before, pod, "converted to a driverset placeholder")
 	if !resp.Allowed {

@@ -47,7 +47,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"labels":null},"spec":{"containers":null}}`), true)
 	f.Add([]byte(`null`), false)
 	f.Fuzz(func(t *testing.T, raw []byte, enforced bool) {
-		resp, out := admitted(t, &Driver{Enforced: enforced}, raw)
+		resp, out := admitted(t, &Driver{Seal: testSeal(), Enforced: enforced}, raw)
 		in := decodedPod(raw)
 		if !resp.Allowed {
 			refusedOnlyWhatCannotBeConverted(t, in, resp)
@@ -91,6 +91,13 @@ func refusedOnlyWhatCannotBeConverted(t *testing.T, in *corev1.Pod, resp admissi
 	if in == nil {
 		if resp.Result.Code != http.StatusBadRequest {
 			t.Fatalf("an undecodable pod was answered %d, want 400: %s", resp.Result.Code, resp.Result.Message)
+		}
+		return
+	}
+	if convert.IsPlaceholder(in) && testSeal().VerifyNow(in) != nil {
+		// A placeholder the handler did not seal is refused before convert is asked.
+		if resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "arrives shaped as a driverset placeholder") {
+			t.Fatalf("an unsealed placeholder was refused with %d %q, want 403 saying it arrives shaped as one", resp.Result.Code, resp.Result.Message)
 		}
 		return
 	}

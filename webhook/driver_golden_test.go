@@ -45,13 +45,13 @@ func TestDriverGolden(t *testing.T) {
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".pod.yaml")
 		t.Run(name, func(t *testing.T) {
-			d := &Driver{Enforced: strings.HasSuffix(name, "-enforced")}
+			d := &Driver{Seal: testSeal(), Enforced: strings.HasSuffix(name, "-enforced")}
 			checkGolden(t, d, readPodJSON(t, in), filepath.Join("testdata", name+".golden.yaml"))
 		})
 	}
 }
 
-func readPodJSON(t *testing.T, path string) []byte {
+func readPodJSON(t testing.TB, path string) []byte {
 	t.Helper()
 	y, err := os.ReadFile(path)
 	if err != nil {

@@ -81,13 +81,27 @@ func TestDriverDecides(t *testing.T) {
 			want: unchanged, message: "already run by driverset"},
 		{name: "driverset's own driver pod is left alone even with an empty label value", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "" },
 			want: unchanged, message: "already run by driverset"},
-		{name: "placeholder is left as it is", pod: func(p *corev1.Pod) {
+		{name: "its own placeholder, seen again, is left as it is", pod: func(p *corev1.Pod) { sealedPlaceholder(p) },
+			want: unchanged, message: "already a driverset placeholder"},
+		{name: "its own placeholder without the gate is denied", pod: func(p *corev1.Pod) {
+			sealedPlaceholder(p)
+			p.Spec.SchedulingGates = nil
+		}, want: denied, message: "but not its scheduling gate"},
+		{name: "placeholder label, unsealed, is denied", pod: func(p *corev1.Pod) { p.Labels[contract.LabelPlaceholder] = "true" },
+			want: denied, message: "arrives shaped as a driverset placeholder"},
+		{name: "a placeholder shaped by its creator is denied", pod: func(p *corev1.Pod) {
 			if err := convert.ToPlaceholder(p); err != nil {
 				panic(err)
 			}
-		}, want: unchanged, message: "already a driverset placeholder"},
-		{name: "placeholder label without the gate is denied", pod: func(p *corev1.Pod) { p.Labels[contract.LabelPlaceholder] = "true" },
-			want: denied, message: "but not its scheduling gate"},
+		}, want: denied, message: "it has no seal"},
+		{name: "its own placeholder with a GPU added to the recorded resources is denied", pod: func(p *corev1.Pod) {
+			sealedPlaceholder(p)
+			p.Annotations[contract.AnnotationResources] = `{"spark-kubernetes-driver":{"limits":{"nvidia.com/gpu":"8"}}}`
+		}, want: denied, message: "does not match its name and its recorded resources"},
+		{name: "its own placeholder's seal moved to another pod is denied", pod: func(p *corev1.Pod) {
+			sealedPlaceholder(p)
+			p.Name = "other-driver"
+		}, want: denied, message: "does not match"},
 		{name: "no driver container is denied", pod: func(p *corev1.Pod) { p.Spec.Containers[0].Name, p.Spec.Containers[0].Args = "main", nil },
 			want: denied, message: `no container named "spark-kubernetes-driver"`},
 		{name: "args not beginning with driver are denied", pod: func(p *corev1.Pod) { p.Spec.Containers[0].Args[0] = "--driver" },
@@ -150,7 +164,7 @@ func TestDriverDecides(t *testing.T) {
 			if tc.pod != nil {
 				tc.pod(pod)
 			}
-			resp := (&Driver{Enforced: tc.enforced}).Handle(context.Background(), createRequest(encode(t, pod), false))
+			resp := (&Driver{Seal: testSeal(), Enforced: tc.enforced}).Handle(context.Background(), createRequest(encode(t, pod), false))
 			if resp.Result == nil || !strings.Contains(resp.Result.Message, tc.message) {
 				t.Errorf("message %+v, want one containing %q", resp.Result, tc.message)
 			}
@@ -174,7 +188,7 @@ func TestDriverDecides(t *testing.T) {
 					t.Errorf("patched pod is not a gated placeholder: labels %v gates %v", got.Labels, got.Spec.SchedulingGates)
 				}
 			case denied:
-				prefix := "driverset cannot take over driver pod jobs/pi-0123456789abcdef-driver: "
+				prefix := "driverset cannot take over driver pod jobs/" + pod.Name + ": "
 				if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.HasPrefix(resp.Result.Message, prefix) {
 					t.Errorf("allowed=%v result=%+v, want 403 with a message starting %q", resp.Allowed, resp.Result, prefix)
 				}
@@ -244,7 +258,7 @@ func TestDriverRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := (&Driver{Enforced: true}).Handle(context.Background(), tc.req(t))
+			resp := (&Driver{Seal: testSeal(), Enforced: true}).Handle(context.Background(), tc.req(t))
 			if resp.Allowed != tc.allowed || resp.Result == nil || resp.Result.Code != tc.code ||
 				!strings.Contains(resp.Result.Message, tc.message) || len(resp.Patches) != 0 {
 				t.Errorf("got allowed=%v result=%+v patches=%v, want allowed=%v code %d message containing %q",
@@ -268,7 +282,7 @@ func TestDriverKeepsUnknownFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := (&Driver{}).Handle(context.Background(), createRequest(raw, false))
+	resp := (&Driver{Seal: testSeal()}).Handle(context.Background(), createRequest(raw, false))
 	if !resp.Allowed || len(resp.Patches) == 0 {
 		t.Fatalf("allowed=%v patches=%v, want converted", resp.Allowed, resp.Patches)
 	}
@@ -289,18 +303,18 @@ func TestDriverKeepsUnknownFields(t *testing.T) {
 // *convert.NotConvertible.
 func TestDefaultIsTheDecision(t *testing.T) {
 	pod := sparkDriver()
-	if err := (&Driver{}).Default(context.Background(), pod); err != nil || !convert.IsPlaceholder(pod) {
+	if err := (&Driver{Seal: testSeal()}).Default(context.Background(), pod); err != nil || !convert.IsPlaceholder(pod) {
 		t.Errorf("Default: err=%v placeholder=%v, want a placeholder", err, convert.IsPlaceholder(pod))
 	}
 	executor := sparkDriver()
 	executor.Labels[contract.LabelSparkRole] = contract.RoleExecutor
 	want := executor.DeepCopy()
-	if err := (&Driver{Enforced: true}).Default(context.Background(), executor); err != nil || !equalJSON(t, executor, want) {
+	if err := (&Driver{Seal: testSeal(), Enforced: true}).Default(context.Background(), executor); err != nil || !equalJSON(t, executor, want) {
 		t.Errorf("Default changed an executor pod (err=%v)", err)
 	}
 	bad := sparkDriver()
 	bad.Spec.NodeName = "node-1"
-	err := (&Driver{}).Default(context.Background(), bad)
+	err := (&Driver{Seal: testSeal()}).Default(context.Background(), bad)
 	var nc *convert.NotConvertible
 	if !errors.As(err, &nc) || !strings.Contains(nc.Reason, "spec.nodeName is set") {
 		t.Errorf("Default on a pod with nodeName: %v, want a *convert.NotConvertible about nodeName", err)

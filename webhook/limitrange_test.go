@@ -38,7 +38,7 @@ func TestDriverPlaceholderRespectsLimitRangeMin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &Driver{LimitRanges: tc.reader}
+			d := &Driver{Seal: testSeal(), LimitRanges: tc.reader}
 			resp := d.Handle(context.Background(), createRequest(raw, false))
 			if !resp.Allowed {
 				t.Fatalf("refused: %v", resp.Result)

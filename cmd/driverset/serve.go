@@ -34,6 +34,7 @@ import (
 	"github.com/driverset/driverset/certs"
 	"github.com/driverset/driverset/controller"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/seal"
 	"github.com/driverset/driverset/version"
 	"github.com/driverset/driverset/webhook"
 )
@@ -63,6 +64,9 @@ type serveFlags struct {
 	logLevel          string
 	workers           int
 	maxAdmissions     int
+	sealSecret        string
+	clientCA          string
+	clientNames       string
 	zap               zap.Options
 }
 
@@ -96,6 +100,9 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
 	fs.IntVar(&f.workers, "workers", 4, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app")
 	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
+	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
+	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
+	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -161,6 +168,14 @@ func serve(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	sealer, err := loadSealer(ctx, cfg, f)
+	if err != nil {
+		return err
+	}
+	callers, err := webhookCallers(f)
+	if err != nil {
+		return err
+	}
 	// Placeholders have their own cache (controller.CacheOptions says why); the manager's client and
 	// the webhooks read pods from both.
 	placeholders, err := cache.New(cfg, controller.PlaceholderCacheOptions())
@@ -191,6 +206,7 @@ func serve(ctx context.Context, args []string) error {
 				// HTTP/2 off: its rapid-reset and stream-flood weaknesses are not worth it for
 				// an apiserver client that speaks HTTP/1.1 just as well.
 				func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} },
+				callers.TLS,
 			},
 		}),
 	})
@@ -210,11 +226,11 @@ func serve(ctx context.Context, args []string) error {
 	hooks := mgr.GetWebhookServer()
 	// One limit for the four entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions)
-	hooks.Register(webhook.DriverPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache()}}))
-	hooks.Register(webhook.DriverEnforcedPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache()}}))
+	hooks.Register(webhook.DriverPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}})))
+	hooks.Register(webhook.DriverEnforcedPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}})))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
-	hooks.Register(webhook.ExecutorPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}}))
-	hooks.Register(webhook.IncarnationPath, limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}}))
+	hooks.Register(webhook.ExecutorPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}})))
+	hooks.Register(webhook.IncarnationPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}})))
 
 	metrics, err := registerMetrics(ctrlmetrics.Registry)
 	if err != nil {
@@ -230,6 +246,7 @@ func serve(ctx context.Context, args []string) error {
 		Bounds:     f.fenceBounds,
 		Heartbeats: controller.NewHeartbeats(nil),
 		Metrics:    metrics,
+		Seal:       sealer,
 	}
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
@@ -267,10 +284,7 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 	if err != nil {
 		return err
 	}
-	ns := f.leaderElectionNS
-	if v := os.Getenv("POD_NAMESPACE"); v != "" {
-		ns = v
-	}
+	ns := ownNamespace(f)
 	var extra []string
 	if f.certExtraHosts != "" {
 		extra = strings.Split(f.certExtraHosts, ",")
@@ -293,6 +307,37 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 		host = "127.0.0.1"
 	}
 	return mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(net.JoinHostPort(host, strconv.Itoa(f.webhookPort))))
+}
+
+// ownNamespace is driverset's own namespace: the pod's, or the leader election's outside a pod.
+func ownNamespace(f serveFlags) string {
+	if v := os.Getenv("POD_NAMESPACE"); v != "" {
+		return v
+	}
+	return f.leaderElectionNS
+}
+
+// webhookCallers is who may call the admission handlers: anyone, or with --webhook-client-ca
+// only a client certificate of that CA (see webhook.Callers).
+func webhookCallers(f serveFlags) (webhook.Callers, error) {
+	if f.clientCA == "" {
+		return webhook.Callers{}, nil
+	}
+	var names []string
+	if f.clientNames != "" {
+		names = strings.Split(f.clientNames, ",")
+	}
+	return webhook.LoadCallers(f.clientCA, names)
+}
+
+// loadSealer reads (or makes) the key every replica seals and checks placeholders with.
+func loadSealer(ctx context.Context, cfg *rest.Config, f serveFlags) (seal.Sealer, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return seal.Sealer{}, err
+	}
+	key, err := seal.LoadKey(ctx, cs, ownNamespace(f), f.sealSecret)
+	return seal.Sealer{Key: key}, err
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

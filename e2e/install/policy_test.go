@@ -3,6 +3,7 @@
 package install
 
 import (
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,5 +33,47 @@ func TestEveryInstallKeepsPlaceholdersHeld(t *testing.T) {
 			expect(t, binding.Object, []any{"Deny"}, "spec", "validationActions")
 			expect(t, policy.Object, "Fail", "spec", "failurePolicy")
 		})
+	}
+}
+
+// guardRails are the ValidatingAdmissionPolicies that narrow driverset's own ServiceAccount.
+var guardRails = []string{"driverset-guard-creates", "driverset-guard-pods", "driverset-guard-webhooks"} //nolint:gochecknoglobals // a constant list
+
+// Every way in ships the guard rails on driverset's own power (issue 11), each bound with Deny and
+// matched to driverset's ServiceAccount in the namespace it is installed in; the chart can leave
+// them out (guardRails.enabled=false).
+func TestEveryInstallShipsTheGuardRails(t *testing.T) {
+	type install struct {
+		objs []*unstructured.Unstructured
+		ns   string
+	}
+	installs := map[string]install{"install.yaml": {readInstallYAML(t), systemNamespace}}
+	for _, dir := range kustomizations() {
+		installs[dir] = install{render(t, dir), systemNamespace}
+	}
+	for _, mode := range []string{"self-managed", "cert-manager"} {
+		installs["chart "+mode] = install{mustRenderChart(t, systemNamespace, map[string]any{"tls": map[string]any{"mode": mode}}), systemNamespace}
+	}
+	installs["chart in namespace spark-ops"] = install{mustRenderChart(t, "spark-ops", nil), "spark-ops"}
+	for name, in := range installs {
+		t.Run(name, func(t *testing.T) {
+			for _, n := range guardRails {
+				policy := find(t, in.objs, "ValidatingAdmissionPolicy", n)
+				binding := find(t, in.objs, "ValidatingAdmissionPolicyBinding", n)
+				expect(t, binding.Object, n, "spec", "policyName")
+				expect(t, binding.Object, []any{"Deny"}, "spec", "validationActions")
+				expect(t, policy.Object, "Fail", "spec", "failurePolicy")
+				conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+				want := "request.userInfo.username == 'system:serviceaccount:" + in.ns + ":driverset'"
+				if len(conds) != 1 || conds[0].(map[string]any)["expression"] != want {
+					t.Errorf("%s matches %v, want only %q", n, conds, want)
+				}
+			}
+		})
+	}
+	for _, u := range mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}) {
+		if slices.Contains(guardRails, u.GetName()) {
+			t.Errorf("guardRails.enabled=false still renders %s %s", u.GetKind(), u.GetName())
+		}
 	}
 }

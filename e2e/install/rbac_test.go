@@ -95,11 +95,14 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{systemNamespace, "coordination.k8s.io", "leases", "create", ""}: all,
 		{systemNamespace, "coordination.k8s.io", "leases", "update", ""}: all,
 		{systemNamespace, "coordination.k8s.io", "leases", "patch", ""}:  all,
+		// The key that seals placeholders lives in the Secret driverset-seal; the first replica
+		// creates it (create cannot be limited by name), every replica reads it.
+		{systemNamespace, "", "secrets", "get", "driverset-seal"}: all,
+		{systemNamespace, "", "secrets", "create", ""}:            all,
 		// Self-managed TLS: the CA lives in the Secret driverset-ca; the first replica creates it
 		// (create cannot be limited by name), every replica reads it, a renewal updates it.
 		{systemNamespace, "", "secrets", "get", "driverset-ca"}:    sm,
 		{systemNamespace, "", "secrets", "update", "driverset-ca"}: sm,
-		{systemNamespace, "", "secrets", "create", ""}:             sm,
 		// Self-managed TLS: the CA goes into the caBundle of driverset's own webhook configuration.
 		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "driverset"}:   sm,
 		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", "driverset"}: sm,

@@ -36,6 +36,8 @@ type layout struct {
 	SchedulerKC            string
 	AdminKC                string
 	KwokConfig             string
+	// AdmissionConfig presents the apiserver's client certificate to admission webhooks.
+	AdmissionConfig string
 }
 
 func (l layout) etcdURL() string { return "http://127.0.0.1:" + strconv.Itoa(l.EtcdClientPort) }
@@ -78,6 +80,7 @@ func apiserverArgs(l layout) []string {
 		"--client-ca-file=" + l.PKI.CACert,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=" + admissionPlugins,
+		"--admission-control-config-file=" + l.AdmissionConfig,
 		"--allow-privileged=true",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + l.PKI.SAPub,

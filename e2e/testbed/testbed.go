@@ -123,6 +123,8 @@ type Cluster struct {
 	lay   layout
 	pki   *pki
 	spawn *spawner
+	// webhookClient is what the apiserver presents to admission webhooks.
+	webhookClient *webhookClient
 
 	mu        sync.Mutex
 	procs     map[string]*process // control plane, by component name
@@ -220,6 +222,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.pki.write(filepath.Join(c.Dir, "pki")); err != nil {
 		return err
 	}
+	if c.webhookClient, err = newWebhookClient(filepath.Join(c.Dir, "pki")); err != nil {
+		return err
+	}
 	c.lay = layout{
 		Dir:                    c.Dir,
 		APIHost:                apiHost,
@@ -235,6 +240,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		ControllerManagerKC:    filepath.Join(c.Dir, "controller-manager.kubeconfig"),
 		SchedulerKC:            filepath.Join(c.Dir, "scheduler.kubeconfig"),
 		KwokConfig:             filepath.Join(c.Dir, "kwok-stages.yaml"),
+		AdmissionConfig:        c.webhookClient.AdmissionConfig,
 	}
 	server := fmt.Sprintf("https://%s:%d", apiHost, c.lay.APIServerPort)
 	for path, id := range map[string]*keyPair{

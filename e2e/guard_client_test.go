@@ -1,0 +1,140 @@
+//go:build testbed
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
+	"github.com/driverset/driverset/e2e/testbed"
+	"github.com/driverset/driverset/webhook"
+)
+
+// Issue 11, exposure: with --webhook-client-ca driverset answers only callers that present the
+// apiserver's webhook client certificate (the test bed's apiserver presents one, through its
+// --admission-control-config-file). A direct call without it, or with a cluster user's
+// certificate, is refused before the request is read; the apiserver's calls work as before.
+func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
+	ctx := context.Background()
+	// The guarded replica takes bed.driverset's port and CA, which the webhook configuration names.
+	port, ca := bed.driverset.Port, bed.driverset.CA
+	if err := bed.driverset.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var guarded *harness.Driverset
+	t.Cleanup(func() {
+		if guarded != nil {
+			if err := guarded.Stop(); err != nil {
+				t.Error(err)
+			}
+		}
+		restoreSharedDriverset(t, true, nil)
+	})
+	dir := filepath.Join(bed.dir, "webhook-client-ca")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	guarded, err = harness.Start(ctx, harness.Options{
+		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Port: port, CA: ca,
+		ServiceAccount: "driverset-system/driverset",
+		Args: append(slices.Clone(driversetArgs),
+			"--webhook-client-ca="+bed.cluster.WebhookClientCAFile(), "--webhook-client-names="+testbed.WebhookClientName),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Through the apiserver: the driver, incarnation and executor webhooks all answer.
+	ns := namespace(t, nil)
+	r := startApp(t, app(ns, "via-apiserver"), 1)
+	exec := getPod(t, ns, r.executors[0].Name)
+	if exec.Labels[contract.LabelDriver] != r.names.StatefulSet {
+		t.Errorf("the executor webhook did not patch executor %s: labels %v", exec.Name, exec.Labels)
+	}
+
+	plan, err := app(ns, "direct").Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(plan.DriverPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "direct-call", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: ns, Name: plan.DriverPodName, Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserverCert, apiserverKey := bed.cluster.WebhookClientCertPEM()
+	admin := bed.cluster.Config
+	for _, tc := range []struct {
+		name         string
+		certPEM, key []byte
+		status       int
+		bodyHas      string
+	}{
+		{"no client certificate", nil, nil, http.StatusForbidden, "only the kube-apiserver may call this webhook"},
+		{"a cluster admin's certificate", admin.CertData, admin.KeyData, http.StatusForbidden, "only the kube-apiserver may call this webhook"},
+		{"the apiserver's certificate", apiserverCert, apiserverKey, http.StatusOK, `"allowed":true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := callWebhook(t, port, tc.certPEM, tc.key, review)
+			if status != tc.status || !strings.Contains(body, tc.bodyHas) {
+				t.Fatalf("answered %d %q, want %d with %q", status, body, tc.status, tc.bodyHas)
+			}
+			t.Logf("%d %s", status, strings.TrimSpace(body)[:min(120, len(strings.TrimSpace(body)))])
+		})
+	}
+}
+
+// callWebhook posts review to the driver webhook at port as a client with the given certificate
+// (none when nil), trusting the shared driverset's CA.
+func callWebhook(t *testing.T, port int, certPEM, keyPEM, review []byte) (int, string) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(bed.driverset.CA.CertPEM)
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if certPEM != nil {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	resp, err := c.Post("https://127.0.0.1:"+strconv.Itoa(port)+webhook.DriverPath, "application/json", bytes.NewReader(review))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}

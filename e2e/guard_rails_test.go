@@ -1,0 +1,212 @@
+//go:build testbed
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/driverset/driverset/certs"
+	"github.com/driverset/driverset/contract"
+)
+
+// asDriverset is a client acting as driverset's ServiceAccount: a stolen token, or a replica an
+// attacker controls, with exactly the install's RBAC.
+func asDriverset(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(bed.cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:driverset-system:driverset",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:driverset-system", "system:authenticated"},
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Issue 11, guard rails: driverset's ServiceAccount holds cluster-wide rights to create
+// StatefulSets and Services and to patch and delete pods, and (self-managed TLS) to patch its
+// webhook configuration. The install's ValidatingAdmissionPolicies refuse every use of them that
+// is not driverset's own; RBAC alone allows each one. Every action is a server-side dry run (the
+// policies judge dry runs the same way), so nothing is harmed if one is let through.
+func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
+	ctx := context.Background()
+	applySelfManagedRBAC(t) // the caBundle patch right, as a self-managed install grants it
+	ns := namespace(t, nil)
+	r := startApp(t, app(ns, "guarded"), 0)
+	placeholder := r.sub.plan.DriverPodName
+	// A pod that is none of driverset's business, held by someone else's gate and by the gate
+	// driverset lifts from a new incarnation.
+	plain, err := kube().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			Containers:      []corev1.Container{{Name: "web", Image: "nginx"}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/hold"}, {Name: contract.GateStaleExecutors}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := asDriverset(t)
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	dryPatch := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+	yes := true
+	owned := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: placeholder, UID: getPod(t, ns, placeholder).UID, Controller: &yes}}
+	sts := func(ns string, owners []metav1.OwnerReference) *appsv1.StatefulSet {
+		labels := map[string]string{"app": "x"}
+		return &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns, OwnerReferences: owners},
+			Spec: appsv1.StatefulSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "attacker/miner"}}},
+				},
+			},
+		}
+	}
+	svc := func(ns string, owners []metav1.OwnerReference) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns, OwnerReferences: owners},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+	}
+	patchPod := func(ns, name, patch string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := ds.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), dryPatch)
+			return err
+		}
+	}
+	refused := []struct {
+		name, policy string
+		do           func(context.Context) error
+	}{
+		{"a StatefulSet that no placeholder owns", "driverset-guard-creates", func(ctx context.Context) error {
+			_, err := ds.AppsV1().StatefulSets(ns).Create(ctx, sts(ns, nil), dry)
+			return err
+		}},
+		{"a StatefulSet in kube-system", "driverset-guard-creates", func(ctx context.Context) error {
+			_, err := ds.AppsV1().StatefulSets("kube-system").Create(ctx, sts("kube-system", owned), dry)
+			return err
+		}},
+		{"a Service that no placeholder owns", "driverset-guard-creates", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Services(ns).Create(ctx, svc(ns, nil), dry)
+			return err
+		}},
+		{"a Service in driverset-system", "driverset-guard-creates", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Services("driverset-system").Create(ctx, svc("driverset-system", owned), dry)
+			return err
+		}},
+		{"a pod's image changed", "driverset-guard-pods",
+			patchPod(ns, plain.Name, `{"spec":{"containers":[{"name":"web","image":"attacker/miner"}]}}`)},
+		{"a pod's labels changed", "driverset-guard-pods",
+			patchPod(ns, plain.Name, `{"metadata":{"labels":{"spark-role":"executor"}}}`)},
+		{"an annotation that is not driverset's", "driverset-guard-pods",
+			patchPod(ns, placeholder, `{"metadata":{"annotations":{"sidecar.example/inject":"true"}}}`)},
+		{"driverset's annotation on a pod that is not a placeholder", "driverset-guard-pods",
+			patchPod(ns, plain.Name, `{"metadata":{"annotations":{"`+contract.AnnotationRestarts+`":"1"}}}`)},
+		{"a toleration added", "driverset-guard-pods", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Pods(ns).Patch(ctx, plain.Name, types.JSONPatchType,
+				[]byte(`[{"op":"add","path":"/spec/tolerations/-","value":{"operator":"Exists"}}]`), dryPatch)
+			return err
+		}},
+		{"a deadline set on the driver", "driverset-guard-pods",
+			patchPod(ns, r.names.DriverPodName(), `{"spec":{"activeDeadlineSeconds":1}}`)},
+		{"a gate other than driverset.dev/stale-executors lifted", "driverset-guard-pods", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Pods(ns).Patch(ctx, plain.Name, types.JSONPatchType,
+				[]byte(`[{"op":"remove","path":"/spec/schedulingGates/0"}]`), dryPatch)
+			return err
+		}},
+		{"the status of a pod that is not a placeholder", "driverset-guard-pods", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Pods(ns).Patch(ctx, plain.Name, types.MergePatchType,
+				[]byte(`{"status":{"message":"hijacked"}}`), dryPatch, "status")
+			return err
+		}},
+		{"a pod that is not Spark's deleted", "driverset-guard-pods", func(ctx context.Context) error {
+			return ds.CoreV1().Pods(ns).Delete(ctx, plain.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
+		{"the webhook's failure policy changed", "driverset-guard-webhooks", func(ctx context.Context) error {
+			_, err := ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.JSONPatchType,
+				[]byte(`[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]`), dryPatch)
+			return err
+		}},
+		{"the webhook made to see every pod", "driverset-guard-webhooks", func(ctx context.Context) error {
+			_, err := ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.JSONPatchType,
+				[]byte(`[{"op":"remove","path":"/webhooks/0/objectSelector"}]`), dryPatch)
+			return err
+		}},
+	}
+	// The policies are applied with the manifests; the apiserver loads them asynchronously.
+	waitFor(t, 30*time.Second, "the apiserver enforcing driverset's guard rails", func(ctx context.Context) (bool, error) {
+		return refused[0].do(ctx) != nil, nil
+	})
+	for _, tc := range refused {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			err := tc.do(ctx)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.policy) {
+				t.Fatalf("refused, but not by %s: %v", tc.policy, err)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	// What driverset does itself still passes (the whole e2e suite runs driverset as this
+	// ServiceAccount; these are its writes that no scenario may happen to make).
+	allowed := []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"its restart count on a placeholder", patchPod(ns, placeholder,
+			`{"metadata":{"annotations":{"`+contract.AnnotationRestarts+`":"1","`+contract.AnnotationRestartedIncarnation+`":"u"}}}`)},
+		{"the gate driverset.dev/stale-executors lifted", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Pods(ns).Patch(ctx, plain.Name, types.JSONPatchType,
+				[]byte(`[{"op":"remove","path":"/spec/schedulingGates/1"}]`), dryPatch)
+			return err
+		}},
+		{"a placeholder's status", func(ctx context.Context) error {
+			_, err := ds.CoreV1().Pods(ns).Patch(ctx, placeholder, types.MergePatchType,
+				[]byte(`{"status":{"message":"driverset: checked"}}`), dryPatch, "status")
+			return err
+		}},
+		{"a driver's StatefulSet owned by its placeholder", func(ctx context.Context) error {
+			_, err := ds.AppsV1().StatefulSets(ns).Create(ctx, sts(ns, owned), dry)
+			return err
+		}},
+		{"the webhook's caBundle", func(ctx context.Context) error {
+			ca, err := certs.NewAuthority("rotated", time.Hour)
+			if err != nil {
+				return err
+			}
+			patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ca.CertPEM}})
+			if err != nil {
+				return err
+			}
+			_, err = ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.JSONPatchType, patch, dryPatch)
+			return err
+		}},
+		{"its driver pod deleted (a restart)", func(ctx context.Context) error {
+			return ds.CoreV1().Pods(ns).Delete(ctx, r.names.DriverPodName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
+	}
+	for _, tc := range allowed {
+		t.Run("allowed: "+tc.name, func(t *testing.T) {
+			if err := tc.do(ctx); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,140 @@
+//go:build testbed
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// admissionRate and admissionPhase are the benchmark's load: pod creates per second, and how long
+// each phase lasts; the phases alternate, plain and opted in, admissionRounds times each.
+const (
+	admissionRate   = 50
+	admissionPhase  = 4 * time.Second
+	admissionRounds = 3
+	// admissionTarget is issue 11's bound on what driverset's webhook adds to p99.
+	admissionTarget = 5 * time.Millisecond
+)
+
+// BenchmarkAdmissionLatency measures what driverset's webhook adds to a pod create, through the
+// real apiserver, at 50 creates per second: the same spark-submit driver pod, opted in (the
+// apiserver calls driverset's drivers webhook) and not (no webhook matches it), in alternating
+// phases of the same run. The creates are server-side dry runs: they pass every admission step,
+// webhooks included (sideEffects None), but make no pod, so the controller's work does not load
+// the machine. It reports p50 and p99 of each and the p99 added, and fails when that exceeds
+// 5 ms.
+func BenchmarkAdmissionLatency(b *testing.B) {
+	ctx := context.Background()
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench-admission-%d", time.Now().UnixNano()%1_000_000)
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if err := bed.cluster.WaitForDefaultServiceAccount(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	plan, err := app(ns, "latency").Plan()
+	if err != nil {
+		b.Fatal(err)
+	}
+	opted := plan.DriverPod.DeepCopy()
+	plain := plan.DriverPod.DeepCopy()
+	delete(plain.Labels, contract.LabelResilient)
+	create := func(pod *corev1.Pod) error {
+		_, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	// Warm both paths (connections, the webhook's TLS session) before measuring.
+	for range 20 {
+		if err := create(opted); err != nil {
+			b.Fatal(err)
+		}
+		if err := create(plain); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var withWebhook, without []time.Duration
+	var failedWith, failedWithout []error
+	for range admissionRounds {
+		p, errs := paced(plain, create)
+		without, failedWithout = append(without, p...), append(failedWithout, errs...)
+		o, errs := paced(opted, create)
+		withWebhook, failedWith = append(withWebhook, o...), append(failedWith, errs...)
+	}
+	b.StopTimer()
+	p50w, p99w := quantile(without, 0.50), quantile(without, 0.99)
+	p50d, p99d := quantile(withWebhook, 0.50), quantile(withWebhook, 0.99)
+	added := p99d - p99w
+	b.ReportMetric(ms(p50w), "p50-ms-plain")
+	b.ReportMetric(ms(p99w), "p99-ms-plain")
+	b.ReportMetric(ms(p50d), "p50-ms-driverset")
+	b.ReportMetric(ms(p99d), "p99-ms-driverset")
+	b.ReportMetric(ms(added), "p99-added-ms")
+	b.ReportMetric(float64(p99d)/float64(p99w), "p99-ratio")
+	b.ReportMetric(float64(len(failedWithout)), "failed-plain")
+	b.ReportMetric(float64(len(failedWith)), "failed-driverset")
+	for _, err := range append(failedWithout, failedWith...)[:min(3, len(failedWithout)+len(failedWith))] {
+		b.Logf("a create failed (its latency is counted): %v", err)
+	}
+	b.Logf("%d creates each at %d/s: plain p50 %s p99 %s; with driverset's webhook p50 %s p99 %s (p99 +%s, %.2f×)",
+		len(without), admissionRate, p50w, p99w, p50d, p99d, added, float64(p99d)/float64(p99w))
+	if len(failedWith) > len(failedWithout) {
+		b.Errorf("%d creates failed with driverset's webhook, %d without", len(failedWith), len(failedWithout))
+	}
+	if added > admissionTarget {
+		b.Errorf("driverset's webhook adds %s to p99, over the %s target", added, admissionTarget)
+	}
+}
+
+// paced creates pod (a new name each time) admissionRate times a second for admissionPhase,
+// each create in its own goroutine so a slow one does not delay the next (an open loop), and
+// returns each create's latency, a failed one's included (a webhook timeout is the slowest
+// answer there is), and the errors.
+func paced(pod *corev1.Pod, create func(*corev1.Pod) error) ([]time.Duration, []error) {
+	n := int(admissionPhase.Seconds() * admissionRate)
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	tick := time.NewTicker(time.Second / admissionRate)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for i := range n {
+		<-tick.C
+		p := pod.DeepCopy()
+		p.Name = fmt.Sprintf("%s-%d", pod.Name, i)
+		wg.Go(func() {
+			start := time.Now()
+			errs[i] = create(p)
+			lat[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return lat, failed
+}
+
+// quantile is the q-quantile of d (nearest rank).
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

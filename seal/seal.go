@@ -1,0 +1,123 @@
+// Package seal tells a placeholder that driverset's webhook made from one a tenant shaped by hand.
+//
+// S-0's resources come from the placeholder's driverset.dev/resources annotation, and S-0 is
+// created by the StatefulSet controller, not by the tenant: admission policies keyed on the
+// requesting user never see them. A pod posted already shaped as a placeholder, or one whose
+// annotation was edited after admission, would otherwise launder resources (a GPU) into S-0. The
+// webhook seals what it records with an HMAC keyed from a Secret only driverset reads; the webhook
+// refuses a pre-shaped pod without a valid seal, and the controller builds no StatefulSet from one.
+package seal
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// Annotation holds the seal on a placeholder: "v1.<unix seconds>.<base64url HMAC-SHA256>".
+const Annotation = "driverset.dev/seal"
+
+// MaxSkew bounds how far the seal's time may be from the moment it is checked against: the
+// webhook's own re-invocation (seconds later) and the pod's creationTimestamp (set by the
+// apiserver right after admission), with room for clocks that disagree. It keeps a seal copied
+// from an earlier pod of the same name from being replayed later.
+const MaxSkew = 2 * time.Minute
+
+// version prefixes the seal and the signed message, so that a later format is never confused with it.
+const version = "v1"
+
+// MinKeyLen is the least key length accepted: the HMAC-SHA256 block of security.
+const MinKeyLen = 32
+
+// Sealer seals and checks placeholders with one key. The zero Sealer seals nothing and accepts
+// nothing.
+type Sealer struct {
+	Key []byte
+	// Now is the time a seal is made at (time.Now when nil).
+	Now func() time.Time
+}
+
+// Sign records on pod, a placeholder the webhook has just made, a seal over its namespace, name
+// and recorded resources.
+func (s Sealer) Sign(pod *corev1.Pod) error {
+	if len(s.Key) < MinKeyLen {
+		return errors.New("driverset has no key to seal placeholders with")
+	}
+	at := s.now().Unix()
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[Annotation] = version + "." + strconv.FormatInt(at, 10) + "." +
+		base64.RawURLEncoding.EncodeToString(s.mac(pod.Namespace, pod.Name, at, pod))
+	return nil
+}
+
+// Verify says why pod's seal is not one this key made for it, at a time within MaxSkew of at, or
+// nil when it is. The reason is meant for the pod's owner.
+func (s Sealer) Verify(pod *corev1.Pod, at time.Time) error {
+	if len(s.Key) < MinKeyLen {
+		return errors.New("driverset has no key to check placeholder seals with")
+	}
+	v, ok := pod.Annotations[Annotation]
+	if !ok {
+		return fmt.Errorf("it has no seal (annotation %s): only driverset's webhook makes placeholders", Annotation)
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || parts[0] != version {
+		return fmt.Errorf("its seal (annotation %s) is not driverset's", Annotation)
+	}
+	signed, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("its seal (annotation %s) is not driverset's", Annotation)
+	}
+	got, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || !s.matches(pod, signed, got) {
+		return fmt.Errorf("its seal (annotation %s) does not match its name and its recorded resources (annotation %s): "+
+			"they were not made by driverset's webhook, or were changed since", Annotation, contract.AnnotationResources)
+	}
+	if d := at.Sub(time.Unix(signed, 0)); d > MaxSkew || d < -MaxSkew {
+		return fmt.Errorf("its seal (annotation %s) was made %s from when the pod was created: it belongs to another pod",
+			Annotation, d.Round(time.Second))
+	}
+	return nil
+}
+
+// matches reports whether got is the seal of pod made at signed. A pod named by generateName may
+// have had no name yet when the webhook sealed it.
+func (s Sealer) matches(pod *corev1.Pod, signed int64, got []byte) bool {
+	if hmac.Equal(got, s.mac(pod.Namespace, pod.Name, signed, pod)) {
+		return true
+	}
+	return pod.GenerateName != "" && hmac.Equal(got, s.mac(pod.Namespace, "", signed, pod))
+}
+
+// VerifyNow is Verify at the Sealer's present: for a seal the webhook itself made moments ago.
+func (s Sealer) VerifyNow(pod *corev1.Pod) error { return s.Verify(pod, s.now()) }
+
+// mac is the HMAC of what a seal covers: everything S-0 takes from the placeholder's annotation,
+// and the name and namespace, so a seal cannot be moved to another pod. A field is never
+// ambiguous: each is ended by a NUL, which none of them can hold.
+func (s Sealer) mac(namespace, name string, at int64, pod *corev1.Pod) []byte {
+	h := hmac.New(sha256.New, s.Key)
+	for _, field := range []string{version, namespace, name, strconv.FormatInt(at, 10), pod.Annotations[contract.AnnotationResources]} {
+		h.Write([]byte(field))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}
+
+func (s Sealer) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

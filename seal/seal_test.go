@@ -1,0 +1,132 @@
+package seal
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/driverset/driverset/contract"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) //nolint:gochecknoglobals // a fixed instant for the table
+
+func sealer(key string) Sealer {
+	return Sealer{Key: []byte(strings.Repeat(key, MinKeyLen)), Now: func() time.Time { return t0 }}
+}
+
+func placeholder() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "spark", Name: "pi-driver", Annotations: map[string]string{
+		contract.AnnotationResources: `{"spark-kubernetes-driver":{"requests":{"cpu":"1"}}}`,
+	}}}
+}
+
+// TestVerify is the spec of a seal: it holds for the pod it was made for, near the time it was
+// made, with the key that made it, and for nothing else.
+func TestVerify(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(p *corev1.Pod)
+		key    string
+		at     time.Time
+		reason string // "" means valid
+	}{
+		{name: "as sealed", at: t0},
+		{name: "checked at the pod's creation, a minute later", at: t0.Add(time.Minute)},
+		{name: "a GPU added to the recorded resources", at: t0, edit: func(p *corev1.Pod) {
+			p.Annotations[contract.AnnotationResources] = `{"spark-kubernetes-driver":{"requests":{"cpu":"1","nvidia.com/gpu":"1"}}}`
+		}, reason: "does not match"},
+		{name: "the recorded resources removed", at: t0, edit: func(p *corev1.Pod) {
+			delete(p.Annotations, contract.AnnotationResources)
+		}, reason: "does not match"},
+		{name: "moved to another pod name", at: t0, edit: func(p *corev1.Pod) { p.Name = "other-driver" }, reason: "does not match"},
+		{name: "moved to another namespace", at: t0, edit: func(p *corev1.Pod) { p.Namespace = "other" }, reason: "does not match"},
+		{name: "another key", key: "k", at: t0, reason: "does not match"},
+		{name: "no seal", at: t0, edit: func(p *corev1.Pod) { delete(p.Annotations, Annotation) }, reason: "has no seal"},
+		{name: "not a seal", at: t0, edit: func(p *corev1.Pod) { p.Annotations[Annotation] = "v1.x.y" }, reason: "is not driverset's"},
+		{name: "another version", at: t0, edit: func(p *corev1.Pod) {
+			p.Annotations[Annotation] = "v2" + strings.TrimPrefix(p.Annotations[Annotation], "v1")
+		}, reason: "is not driverset's"},
+		{name: "its time moved", at: t0, edit: func(p *corev1.Pod) {
+			p.Annotations[Annotation] = strings.Replace(p.Annotations[Annotation], ".", ".1", 1)
+		}, reason: "does not match"},
+		{name: "replayed later onto a pod of the same name", at: t0.Add(MaxSkew + time.Second), reason: "from when the pod was created"},
+		{name: "older than its pod by more than the skew", at: t0.Add(-MaxSkew - time.Second), reason: "from when the pod was created"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := placeholder()
+			if err := sealer("s").Sign(p); err != nil {
+				t.Fatal(err)
+			}
+			if tc.edit != nil {
+				tc.edit(p)
+			}
+			key := "s"
+			if tc.key != "" {
+				key = tc.key
+			}
+			err := sealer(key).Verify(p, tc.at)
+			switch {
+			case tc.reason == "" && err != nil:
+				t.Fatalf("Verify = %v, want valid", err)
+			case tc.reason != "" && (err == nil || !strings.Contains(err.Error(), tc.reason)):
+				t.Fatalf("Verify = %v, want an error saying %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+// A pod named by generateName may be sealed before it has a name.
+func TestVerifyGeneratedName(t *testing.T) {
+	p := placeholder()
+	p.Name, p.GenerateName = "", "pi-"
+	if err := sealer("s").Sign(p); err != nil {
+		t.Fatal(err)
+	}
+	p.Name = "pi-x7k2q"
+	if err := sealer("s").Verify(p, t0); err != nil {
+		t.Fatalf("Verify = %v", err)
+	}
+	p.GenerateName = ""
+	if err := sealer("s").Verify(p, t0); err == nil {
+		t.Fatal("a seal made with no name holds for a pod that was named by its creator")
+	}
+}
+
+func TestNoKeySealsNothing(t *testing.T) {
+	p := placeholder()
+	if err := (Sealer{}).Sign(p); err == nil {
+		t.Fatal("Sign without a key succeeded")
+	}
+	if err := sealer("s").Sign(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Sealer{Key: []byte("short")}).Verify(p, t0); err == nil {
+		t.Fatal("Verify with a short key succeeded")
+	}
+}
+
+func TestLoadKeyMakesOneKeyForEveryReplica(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset()
+	first, err := LoadKey(ctx, c, "driverset-system", "driverset-seal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := LoadKey(ctx, c, "driverset-system", "driverset-seal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) < MinKeyLen || string(first) != string(second) {
+		t.Fatalf("keys %x and %x: want one key of at least %d bytes", first, second, MinKeyLen)
+	}
+	short := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{KeyField: []byte("x")}})
+	if _, err := LoadKey(ctx, short, "ns", "s"); err == nil {
+		t.Fatal("a 1-byte key was accepted")
+	}
+}
