@@ -36,6 +36,17 @@ func (l *Ledger) AddNode(n string) { l.alive[n] = true }
 // Alive reports whether node n runs.
 func (l *Ledger) Alive(n string) bool { return l.alive[n] }
 
+// AliveCount is how many nodes run.
+func (l *Ledger) AliveCount() int {
+	n := 0
+	for _, ok := range l.alive {
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
 // Start records the driver process of app starting in pod on node. It refuses (false) on a dead
 // node, where no process can start; it records a violation when another process of app runs.
 func (l *Ledger) Start(app, pod, node string, at time.Time) bool {

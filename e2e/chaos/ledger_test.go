@@ -72,3 +72,13 @@ func TestLedger(t *testing.T) {
 		})
 	}
 }
+
+func TestLedgerAliveCount(t *testing.T) {
+	l := NewLedger("n1", "n2", "n3")
+	l.Kill("n1")
+	l.Remove("n2")
+	l.AddNode("n4")
+	if got := l.AliveCount(); got != 2 {
+		t.Errorf("%d nodes alive, want 2 (n3, n4)", got)
+	}
+}
