@@ -28,6 +28,8 @@ const (
 	// silentHold is how long a silently dead node stays dead before it comes back: longer than
 	// fence-after or self-fencing takes (the node's grace period, then 10 s or T + margin).
 	silentHold = 40 * time.Second
+	// driverWait is how long a node loss waits for a node that runs a driver.
+	driverWait = 20 * time.Second
 	// outOfServiceHold is how long the tainted node is kept before its Node is deleted.
 	outOfServiceHold = 5 * time.Second
 )
@@ -205,9 +207,11 @@ func (r *chaosRun) nodeLane(ctx context.Context) {
 func (r *chaosRun) loseNode(ctx context.Context, f chaos.Fault) {
 	var node string
 	var apps []string
-	for ctx.Err() == nil {
+	// A node running a driver is what the fault is for; after a while without one, any node.
+	for waitDriver := time.Now().Add(driverWait); ctx.Err() == nil; {
 		r.mu.Lock()
-		if cands := r.ledger.Candidates(); len(cands) > 0 && r.ledger.AliveCount() > minAliveNodes {
+		cands, driven := r.ledger.Candidates()
+		if len(cands) > 0 && r.ledger.AliveCount() > minAliveNodes && (driven || time.Now().After(waitDriver)) {
 			node = cands[int(f.Pick%uint32(len(cands)))]
 			apps = r.ledger.Kill(node)
 		}

@@ -92,31 +92,31 @@ func (l *Ledger) Unpin(node string) {
 	}
 }
 
-// Candidates are the nodes a node loss may take now, sorted: alive, not pinned, running a
-// driver process. With none running one, any alive unpinned node.
-func (l *Ledger) Candidates() []string {
+// Candidates are the nodes a node loss may take now, sorted: alive, not pinned, and running a
+// driver process (withDriver), or, when none runs one, any alive unpinned node.
+func (l *Ledger) Candidates() (nodes []string, withDriver bool) {
 	busy := map[string]bool{}
 	for _, ps := range l.procs {
 		for _, n := range ps {
 			busy[n] = true
 		}
 	}
-	var withDriver, any []string
+	var driven, any []string
 	for n, ok := range l.alive {
 		if !ok || l.pins[n] > 0 {
 			continue
 		}
 		any = append(any, n)
 		if busy[n] {
-			withDriver = append(withDriver, n)
+			driven = append(driven, n)
 		}
 	}
-	out := withDriver
-	if len(out) == 0 {
-		out = any
+	slices.Sort(driven)
+	slices.Sort(any)
+	if len(driven) > 0 {
+		return driven, true
 	}
-	slices.Sort(out)
-	return out
+	return any, false
 }
 
 // Kill records node n's death: every process on it ends with it. It returns the apps that lost
