@@ -268,7 +268,7 @@ func (r *chaosRun) checkEnd(ctx context.Context, a chaos.App, sub *chaosSubmissi
 		r.t.Errorf("%s: the placeholder: %v", a.Name, err)
 		return
 	}
-	if got := p.Annotations[contract.AnnotationRestarts]; got != strconv.Itoa(want.Restarts) && !(got == "" && want.Restarts == 0) {
+	if got := p.Annotations[contract.AnnotationRestarts]; got != strconv.Itoa(want.Restarts) && (got != "" || want.Restarts != 0) {
 		r.t.Errorf("%s: restart count %q after exits %v (max-restarts %d), want %d", a.Name, got, a.Exits, a.MaxRestarts, want.Restarts)
 	}
 	cs := p.Status.ContainerStatuses
