@@ -258,7 +258,7 @@ func (r *chaosRun) loseNode(ctx context.Context, f chaos.Fault) {
 	}
 	r.count(f.Kind.String())
 	r.count("node losses")
-	r.t.Logf("chaos: %s of %s, the driver of %v on it (%s)", f.Kind, node, apps, time.Since(start).Round(time.Millisecond))
+	r.t.Logf("chaos: %s of %s, with the drivers of %v (%s)", f.Kind, node, apps, time.Since(start).Round(time.Millisecond))
 }
 
 // deleteNode deletes the Node and adds a new one in its place.
