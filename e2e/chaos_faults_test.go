@@ -152,12 +152,18 @@ func (r *chaosRun) leader(ctx context.Context) int {
 // controlLane runs the control-plane faults one after another.
 func (r *chaosRun) controlLane(ctx context.Context) {
 	for _, f := range r.sched.Control {
-		if sleepCtx(ctx, f.Gap) != nil {
+		// A leader is killed after leading for the gap (from its first sight), so that it is
+		// killed while it works, not before it started; the other faults come after the gap.
+		if f.Kind != chaos.LeaderKill && sleepCtx(ctx, f.Gap) != nil {
 			return
 		}
 		start := time.Now()
 		switch f.Kind {
 		case chaos.LeaderKill:
+			if r.leader(ctx) < 0 || sleepCtx(ctx, f.Gap) != nil {
+				r.t.Errorf("chaos: no replica led within a minute")
+				continue
+			}
 			i := r.leader(ctx)
 			if i < 0 {
 				r.t.Errorf("chaos: no replica led within a minute")

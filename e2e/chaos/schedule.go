@@ -30,8 +30,8 @@ func Sizes() map[string]Size {
 	return map[string]Size{
 		"short": {Name: "short", Apps: 10, Concurrent: 4, LeaderKills: 2, BothDown: 1, APIServer: 1, Etcd: 1, ControllerManager: 1,
 			NodeLosses: 4, MinGap: 2 * time.Second, MaxGap: 6 * time.Second},
-		"long": {Name: "long", Apps: 200, Concurrent: 6, LeaderKills: 100, BothDown: 4, APIServer: 4, Etcd: 4, ControllerManager: 4,
-			NodeLosses: 100, MinGap: 1 * time.Second, MaxGap: 5 * time.Second},
+		"long": {Name: "long", Apps: 200, Concurrent: 8, LeaderKills: 100, BothDown: 4, APIServer: 4, Etcd: 4, ControllerManager: 4,
+			NodeLosses: 100, MinGap: 1 * time.Second, MaxGap: 8 * time.Second},
 	}
 }
 
