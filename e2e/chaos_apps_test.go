@@ -25,6 +25,8 @@ import (
 const (
 	chaosFenceAfter = "10s"
 	chaosSelfFenceT = 15 * time.Second
+	// incarnationWait bounds the wait for an app's next driver pod: longer than any fault lasts.
+	incarnationWait = 10 * time.Minute
 	// chaosRetry is the pause between attempts of a call the faults made fail.
 	chaosRetry = 500 * time.Millisecond
 )
@@ -62,30 +64,54 @@ func (s *chaosSubmission) ended() bool {
 // runApp takes one app from submission to deletion, playing its driver in every incarnation
 // driverset runs, and checks what spark-submit and the placeholder say at the end.
 func (r *chaosRun) runApp(ctx context.Context, a chaos.App) {
-	sub := r.submit(ctx, a)
-	if sub == nil {
-		return
+	for ctx.Err() == nil {
+		sub := r.submit(ctx, a)
+		if sub == nil || r.follow(ctx, a, sub) {
+			return
+		}
 	}
+}
+
+// follow plays the app's driver until its last exit and checks its end. It returns false when
+// spark-submit died on the way (e.g. its ConfigMap's create refused by a quota conflict; it then
+// deletes the driver pod): the user submits again.
+func (r *chaosRun) follow(ctx context.Context, a chaos.App, sub *chaosSubmission) bool {
 	names := contract.NamesFor(sub.plan.DriverPodName)
 	seen := map[types.UID]bool{}
+	processes := 0
 	for i := 0; i < len(a.Exits); {
 		pod := r.nextIncarnation(ctx, a, sub, names, seen)
 		if pod == nil {
-			return
+			if sub.ended() && sub.err != nil {
+				r.abandon(ctx, a, sub)
+				return false
+			}
+			if sub.ended() {
+				r.t.Errorf("%s: spark-submit returned before the driver's last exit: phases %v, final %s, deleted %v, lost %v",
+					a.Name, sub.res.Phases, sub.res.FinalPhase, sub.res.Deleted, sub.res.Lost)
+			}
+			return true
 		}
-		seen[pod.UID] = true
-		r.count("incarnations")
-		if r.incarnation(ctx, a, i, pod) {
+		started, exited := r.incarnation(ctx, a, i, pod)
+		if started {
+			processes++
+		}
+		if exited {
+			seen[pod.UID] = true
 			i++
+			continue
 		}
+		// Its node died (or is not back yet): a pod that outlives the node and runs again when
+		// it returns is the kubelet restarting the driver's container, a new process.
+		time.Sleep(300 * time.Millisecond)
 	}
 	select {
 	case <-sub.done:
 	case <-ctx.Done():
 		r.t.Errorf("%s: spark-submit did not return after the last exit (%v)", a.Name, ctx.Err())
-		return
+		return true
 	}
-	r.checkEnd(ctx, a, sub, len(seen))
+	r.checkEnd(ctx, a, sub, processes)
 	// The user removes the app; the garbage collector takes the rest (checked at the end).
 	if err := retryFaults(ctx, func() error {
 		return ignoreNotFound(kube().CoreV1().Pods(r.ns).Delete(ctx, sub.plan.DriverPodName, metav1.DeleteOptions{}))
@@ -93,6 +119,28 @@ func (r *chaosRun) runApp(ctx context.Context, a chaos.App) {
 		r.t.Errorf("%s: delete the placeholder: %v", a.Name, err)
 	}
 	r.count("apps")
+	return true
+}
+
+// abandon is the user's cleanup after spark-submit died mid-app: its driver pod goes (spark-submit
+// deleted it, or the user does), and with it S-0, whose container the kubelet stops.
+func (r *chaosRun) abandon(ctx context.Context, a chaos.App, sub *chaosSubmission) {
+	r.count("spark-submit died, submitted again")
+	r.t.Logf("%s: spark-submit died after its driver pod was created (%v); submitted again", a.Name, sub.err)
+	_ = retryFaults(ctx, func() error {
+		return ignoreNotFound(kube().CoreV1().Pods(r.ns).Delete(ctx, sub.plan.DriverPodName, metav1.DeleteOptions{}))
+	})
+	names := contract.NamesFor(sub.plan.DriverPodName)
+	for ctx.Err() == nil {
+		_, err := kube().CoreV1().Pods(r.ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	r.mu.Lock()
+	r.ledger.EndApp(a.Name)
+	r.mu.Unlock()
 }
 
 // submit runs spark-submit until one is admitted: with both replicas down (the webhook fails
@@ -134,13 +182,12 @@ func (r *chaosRun) submit(ctx context.Context, a chaos.App) *chaosSubmission {
 // nextIncarnation waits for S-0 to run a pod not seen before, bound to a node.
 func (r *chaosRun) nextIncarnation(ctx context.Context, a chaos.App, sub *chaosSubmission, names contract.Names, seen map[types.UID]bool) *corev1.Pod {
 	start := time.Now()
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && time.Since(start) < incarnationWait {
 		p, err := kube().CoreV1().Pods(r.ns).Get(ctx, names.DriverPodName(), metav1.GetOptions{})
 		if err == nil && !seen[p.UID] && p.DeletionTimestamp == nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
 			return p
 		}
 		if sub.ended() {
-			r.t.Errorf("%s: spark-submit returned before the driver's last exit: %+v, %v", a.Name, sub.res, sub.err)
 			return nil
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -151,15 +198,17 @@ func (r *chaosRun) nextIncarnation(ctx context.Context, a chaos.App, sub *chaosS
 
 // incarnation plays the driver process in pod: it starts (unless the pod's node is dead), makes
 // its executors, keeps its heartbeat when it self-fences, and after its life exits with the
-// planned code. It reports whether it exited; false when it ended with its node.
-func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *corev1.Pod) bool {
+// planned code. It reports whether it started, and whether it exited (not when it ended with its
+// node).
+func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *corev1.Pod) (started, exited bool) {
 	uid, node := string(pod.UID), pod.Spec.NodeName
 	r.mu.Lock()
-	started := r.ledger.Start(a.Name, uid, node, time.Now())
+	started = r.ledger.Start(a.Name, uid, node, time.Now())
 	r.mu.Unlock()
 	if !started {
-		return false
+		return false, false
 	}
+	r.count("driver processes")
 	running := func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -184,7 +233,7 @@ func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *cor
 	}
 	for end := time.Now().Add(a.Life[i]); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if !running() {
-			return false
+			return true, false
 		}
 	}
 	// The exit: its node is held alive until driverset has acted on it, so that it is never
@@ -192,7 +241,7 @@ func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *cor
 	r.mu.Lock()
 	if !r.ledger.Running(a.Name, uid) {
 		r.mu.Unlock()
-		return false
+		return true, false
 	}
 	r.ledger.Pin(node)
 	r.mu.Unlock()
@@ -210,7 +259,7 @@ func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *cor
 	r.mu.Unlock()
 	if err != nil {
 		r.t.Errorf("%s: exit %d in %s: %v", a.Name, code, pod.Name, err)
-		return true
+		return true, true
 	}
 	r.count("exits")
 	// driverset acts on the exit: a new incarnation, or the StatefulSet scaled to 0.
@@ -221,7 +270,7 @@ func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *cor
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	return true
+	return true, true
 }
 
 // heartbeat renews the pod's heartbeat Lease every T/4 while its driver process runs, as
@@ -250,7 +299,7 @@ func (r *chaosRun) heartbeat(ctx context.Context, pod *corev1.Pod, running func(
 
 // checkEnd holds the app to its plan: spark-submit saw the phase the driver really had, the
 // placeholder shows the last exit code, and the restarts were counted once each.
-func (r *chaosRun) checkEnd(ctx context.Context, a chaos.App, sub *chaosSubmission, incarnations int) {
+func (r *chaosRun) checkEnd(ctx context.Context, a chaos.App, sub *chaosSubmission, processes int) {
 	want := a.Want()
 	wantPhase := corev1.PodFailed
 	if want.Succeeded {
@@ -275,8 +324,8 @@ func (r *chaosRun) checkEnd(ctx context.Context, a chaos.App, sub *chaosSubmissi
 	if len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != want.LastExit {
 		r.t.Errorf("%s: placeholder container status %+v, want terminated with exit code %d", a.Name, cs, want.LastExit)
 	}
-	if recoveries := incarnations - len(a.Exits); recoveries > 0 {
-		r.count("node-loss recoveries")
+	if processes > len(a.Exits) {
+		r.count("apps that lost a driver with its node")
 	}
 	r.count("spark-submit " + string(wantPhase))
 }

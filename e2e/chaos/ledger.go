@@ -82,6 +82,10 @@ func (l *Ledger) End(app, pod string) {
 	}
 }
 
+// EndApp records that every process of app ended: its pods were deleted on live nodes, where
+// the kubelet stops their containers.
+func (l *Ledger) EndApp(app string) { delete(l.procs, app) }
+
 // Pin holds node alive while an exit there is under way; Unpin releases it.
 func (l *Ledger) Pin(node string) { l.pins[node]++ }
 

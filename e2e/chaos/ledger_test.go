@@ -32,6 +32,11 @@ func TestLedger(t *testing.T) {
 			l.Start("a", "p0", "n1", now)
 			return l.Start("a", "p1", "n2", now)
 		}, 1, []string{"n1", "n2"}, true},
+		{"a process after the app's pods were deleted", func(l *Ledger) bool {
+			l.Start("a", "p0", "n1", now)
+			l.EndApp("a")
+			return l.Start("a", "p1", "n2", now)
+		}, 0, []string{"n2"}, true},
 		{"two apps, one process each", func(l *Ledger) bool {
 			l.Start("a", "p0", "n1", now)
 			return l.Start("b", "p1", "n1", now)
