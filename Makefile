@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs
+.PHONY: test test-unit e2e e2e-real chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts
@@ -27,6 +27,11 @@ e2e: testbed-bin
 ## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; real Spark; needs root), verbose; RUN=TestName runs only those
 e2e-real: testbed-bin node-packages spark-artifacts
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m $(if $(RUN),-run '$(RUN)') ./e2e/realnode/
+
+## chaos: many apps through random faults on the KWOK test bed, every invariant checked; SIZE=short (the default, also in `make e2e`) or long (by hand); SEED=n replays a run
+chaos: testbed-bin
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_CHAOS_SIZE="$(or $(SIZE),short)" $(if $(SEED),DRIVERSET_CHAOS_SEED="$(SEED)") \
+	  $(GO) test -tags testbed -count=1 -v -timeout 300m -run '^TestChaos$$' ./e2e/
 
 ## spark-artifacts: fetch (or find) real Spark for the real nodes: Debian's JRE, Spark's jars from Maven Central
 spark-artifacts:

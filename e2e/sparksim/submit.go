@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -246,6 +247,27 @@ func (p *podWatch) open(ctx context.Context, rv string) error {
 	return nil
 }
 
+// reconnectInterval is fabric8's watchReconnectInterval (1 s). Its watchReconnectLimit is -1:
+// a watch that ended is reconnected without limit, so an apiserver that restarts does not end
+// spark-submit's wait.
+const reconnectInterval = time.Second
+
+// reopen opens the watch again after it ended, retrying every reconnectInterval until the
+// apiserver answers or ctx ends.
+func (p *podWatch) reopen(ctx context.Context, rv string) error {
+	for {
+		err := p.open(ctx, rv)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(reconnectInterval):
+		}
+	}
+}
+
 func (p *podWatch) close() {
 	if p.w != nil {
 		p.w.Stop()
@@ -291,9 +313,9 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 			}
 		case ev, ok := <-p.w.ResultChan():
 			if !ok {
-				// The server ended the watch (timeout): reconnect where it stopped.
+				// The server ended the watch (timeout, or it went away): reconnect where it stopped.
 				p.close()
-				if err := p.open(ctx, rv); err != nil {
+				if err := p.reopen(ctx, rv); err != nil {
 					return err
 				}
 				continue
@@ -344,7 +366,7 @@ func (p *podWatch) gone(ctx context.Context, rv *string) (bool, error) {
 		return true, nil
 	}
 	p.close()
-	if err := p.open(ctx, ""); err != nil {
+	if err := p.reopen(ctx, ""); err != nil {
 		return false, err
 	}
 	return p.refresh(ctx, rv)

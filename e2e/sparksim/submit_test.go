@@ -295,3 +295,48 @@ func TestSubmitWaitsForeverForAPodLostInAWatchReset(t *testing.T) {
 		})
 	}
 }
+
+// The apiserver restarting closes spark-submit's watch and refuses connections for a while: the
+// fabric8 client reconnects without limit (watchReconnectLimit -1, every watchReconnectInterval),
+// so spark-submit keeps waiting and sees the end, rather than dying on the first refused dial.
+func TestSubmitReconnectsWhileTheAPIServerIsDown(t *testing.T) {
+	c := newFake(t)
+	closed := watch.NewFake()
+	opens := 0
+	opened := make(chan struct{}, 10)
+	c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		opens++
+		opened <- struct{}{}
+		switch opens {
+		case 1:
+			return true, closed, nil
+		case 2, 3:
+			return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+		}
+		return false, nil, nil
+	})
+	plan, _ := testApp(Spark35).Plan()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var res *Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = SubmitPlan(ctx, c, plan, SubmitOptions{WaitAppCompletion: true})
+	}()
+	<-opened
+	closed.Stop() // the apiserver went away
+	for range 3 { // refused twice, then open again
+		select {
+		case <-opened:
+		case <-done:
+			t.Fatalf("spark-submit died while the apiserver was down: %v (exit %d)", err, res.ExitCode)
+		}
+	}
+	setPhase(t, c, plan.DriverPodName, corev1.PodSucceeded, 0)
+	<-done
+	if err != nil || res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
+		t.Errorf("after the apiserver came back: %v, phases %v, exit %d", err, res.Phases, res.ExitCode)
+	}
+}
