@@ -64,7 +64,8 @@ func (d *DriverStates) Collect(ch chan<- prometheus.Metric) {
 	var pods corev1.PodList
 	// Read only: the cache's objects are counted, never kept or changed.
 	if err := d.Placeholders.List(ctx, &pods, client.MatchingLabels{contract.LabelPlaceholder: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		ch <- prometheus.NewInvalidMetric(d.states, err)
+		// No series rather than an invalid one: controller-runtime's handler fails the whole
+		// scrape on an invalid metric, and every other metric would be lost with it.
 		return
 	}
 	counts, oldest := tally(pods.Items, d.Now())
