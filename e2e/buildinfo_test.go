@@ -15,7 +15,7 @@ func TestBuildInfoIsServed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "driverset_build_info{") {
 			continue
 		}
