@@ -3,8 +3,8 @@
 # (beside the test bed's binaries), keyed by version, and prints that folder's bin/ path on its
 # last line of stdout. prometheus/prometheus is never added to driverset's go.mod.
 #
-# A folder that is complete (its .done stamp exists) is reused as is. Cold: a few minutes on
-# 2 cores (docs/observability.md has the measured time).
+# A folder that is complete (its .done stamp exists) is reused as is. Cold: about 18 CPU-minutes
+# (docs/observability.md has the measured wall time).
 #
 # Environment: DRIVERSET_TESTBED_CACHE (default ~/.cache/driverset-testbed).
 set -euo pipefail
