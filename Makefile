@@ -10,11 +10,11 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit e2e e2e-real chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs
+.PHONY: test test-unit prometheus-bin e2e e2e-real chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
-test: testbed-bin node-packages spark-artifacts
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...
+test: testbed-bin node-packages spark-artifacts prometheus-bin
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_PROMETHEUS_BIN="$(PROMETHEUS_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...
 
 ## test-unit: the fast tests alone (no binaries, seconds)
 test-unit:
@@ -40,6 +40,13 @@ spark-artifacts:
 ## node-packages: install the Debian packages real nodes need (runc, iptables, conntrack), when missing
 node-packages:
 	@hack/node-packages.sh
+
+# promtool and prometheus for the alert tests: built once into ~/.cache/driverset-testbed, then reused.
+PROMETHEUS_BIN = $(shell hack/prometheus-build.sh)
+
+## prometheus-bin: build (or find) promtool and prometheus (alert-rule tests) and print their folder
+prometheus-bin:
+	@hack/prometheus-build.sh
 
 ## testbed-bin: build (or find) the test bed's binaries and print their folder
 testbed-bin:

@@ -40,6 +40,10 @@ type NodeLoss struct {
 	Note string
 }
 
+// fencing reports whether driverset force-deletes the driver pod on its own, now or later; when
+// false on a lost node, the wait ends only by an admin's hand (or the node's return).
+func (l NodeLoss) fencing() bool { return l.Fence || l.FenceIn > 0 }
+
 // assessNode is the node-loss policy (docs/design.md#node-loss) as a pure function. node is nil when the Node
 // object does not exist; zone is the health of node's zone; fenceAfter 0 means never fence; hb is
 // the driver's heartbeat when it self-fences (T 0: it does not).

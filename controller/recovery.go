@@ -18,6 +18,10 @@ type lostRecord struct {
 	Pod   types.UID `json:"pod,omitempty"`
 	Since time.Time `json:"since"`
 	Cause string    `json:"cause"`
+	// Fencing is true while driverset will force-delete the pod on its own (fence-after or
+	// self-fence armed); false while only an admin can end the wait. The driverset_drivers gauge
+	// tells the two apart by it.
+	Fencing bool `json:"fencing,omitempty"`
 }
 
 func lostOf(p *corev1.Pod) *lostRecord {
@@ -68,13 +72,13 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 	cause, since, stoppedOutside := stoppedFromOutside(driver)
 	switch {
 	case loss.Lost:
-		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause {
+		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause || rec.Fencing != loss.fencing() {
 			first := rec == nil || rec.Pod != driver.UID
 			since := loss.Since
 			if !first {
 				since = rec.Since
 			}
-			if err := r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause}); err != nil {
+			if err := r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause, Fencing: loss.fencing()}); err != nil {
 				return "", 0, err
 			}
 			if first {

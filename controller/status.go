@@ -12,6 +12,10 @@ import (
 // and the placeholder must read Running / Completed / Error like a normal driver pod.
 const ReasonPlaceholder = "DriversetPlaceholder"
 
+// ReasonRestarting is the driver container's waiting reason on the placeholder while a failed
+// driver is restarted.
+const ReasonRestarting = "DriverRestarting"
+
 // View is what the controller knows about the driver when it writes the placeholder's status.
 type View struct {
 	// Driver is the StatefulSet's pod (S-0), nil while it does not exist.
@@ -77,7 +81,7 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 			FinishedAt: metav1.NewTime(v.Outcome.FinishedAt),
 		}
 		cs.State.Waiting = &corev1.ContainerStateWaiting{
-			Reason:  "DriverRestarting",
+			Reason:  ReasonRestarting,
 			Message: fmt.Sprintf("the driver exited with code %d; starting a new incarnation", v.Outcome.Code),
 		}
 		n := v.Restarts // with Restart, the restart under way is counted already

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,16 +11,11 @@ import (
 // driverset, run as the harness builds it (plain go build, not stamped), serves
 // driverset_build_info on its metrics endpoint: version "dev", the Go it was built with, value 1.
 func TestBuildInfoIsServed(t *testing.T) {
-	resp, err := http.Get(bed.driverset.MetricsURL)
+	body, err := metricsOf(bed.driverset)
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "driverset_build_info{") {
 			continue
 		}

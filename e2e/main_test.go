@@ -28,6 +28,8 @@ type env struct {
 	monitor   *harness.Monitor
 	binary    string
 	dir       string
+	// metricsToken is a ServiceAccount token bound to driverset-metrics-reader: /metrics needs it.
+	metricsToken string
 }
 
 var bed env //nolint:gochecknoglobals // TestMain's shared test bed: one control plane for all scenarios.
@@ -85,6 +87,10 @@ func run(m *testing.M) int {
 	}
 	if err := harness.InstallLocalAccess(ctx, cluster.Config, filepath.Join(cluster.BinDir, "kubectl")); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: install:", err)
+		return 1
+	}
+	if bed.metricsToken, err = harness.ServiceAccountToken(ctx, cluster.Client, "driverset-system", "metrics-scraper", "driverset-metrics-reader"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: metrics token:", err)
 		return 1
 	}
 	if bed.driverset, err = startDriverset(ctx, nil); err != nil {

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,16 +133,11 @@ func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose f
 // metric reads one sample from driverset's /metrics (0 when absent).
 func metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(bed.driverset.MetricsURL)
+	body, err := metricsOf(bed.driverset)
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {

@@ -8,8 +8,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -355,17 +353,12 @@ func isLeader(d *harness.Driverset) bool {
 	if d.MetricsURL == "" {
 		return false
 	}
-	resp, err := http.Get(d.MetricsURL)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := metricsOf(d)
 	if err != nil {
 		return false
 	}
 	series := `leader_election_master_status{name="` + leaseName + `"} 1`
-	return slices.Contains(strings.Split(string(body), "\n"), series)
+	return slices.Contains(strings.Split(body, "\n"), series)
 }
 
 // pointWebhooksAt points every webhook URL at 127.0.0.1:port, leaving the rest as it is.

@@ -83,7 +83,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 					fmt.Sprintf("%s; under the namespace policy %s=%s it runs as it is, without driverset",
 						nc.Error(), contract.LabelPolicy, contract.PolicyEnforce))
 			}
-			return admission.Denied(nc.Error())
+			return deny(denialClass(nc), nc.Error())
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -123,6 +123,14 @@ func (d *Driver) Default(ctx context.Context, pod *corev1.Pod) error {
 // it is. A pod opted in with the label asked for driverset explicitly and is refused with the reason.
 func (d *Driver) leavesAlone(pod *corev1.Pod, nc *convert.NotConvertible) bool {
 	return d.Enforced && nc.NotSparkSubmit && pod.Labels[contract.LabelResilient] != "true"
+}
+
+// denialClass is the reason class of a refused driver pod.
+func denialClass(nc *convert.NotConvertible) string {
+	if nc.NotSparkSubmit {
+		return ReasonNotSparkSubmit
+	}
+	return ReasonNotConvertible
 }
 
 // floor is what the namespace's LimitRanges require of each placeholder container.

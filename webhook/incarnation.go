@@ -42,7 +42,7 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 		return *answer
 	}
 	if why := secondDriver(pod); why != "" {
-		return admission.Denied(why)
+		return deny(ReasonSecondDriver, why)
 	}
 	app, reason := incarnationApp(pod)
 	if reason != "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/driverset/driverset/version"
 )
@@ -84,15 +85,27 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
-// serve's metrics include driverset_build_info, next to the controller's.
+// serve's metrics include driverset_build_info, next to the controller's, the admission
+// decisions, the drivers by state and the certificate expiry.
 func TestRegisterMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := registerMetrics(reg); err != nil {
+	m, err := registerMetrics(reg, nil, fake.NewClientBuilder().Build(), "127.0.0.1:1", nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if m.controller == nil || m.admissions == nil {
+		t.Fatalf("metrics %+v: want the controller's and the admission decisions", m)
 	}
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	if !names["driverset_drivers"] || !names["driverset_drivers_waiting_for_admin_oldest_seconds"] {
+		t.Errorf("the drivers-by-state gauges are not registered: %v", names)
 	}
 	for _, f := range families {
 		if f.GetName() != "driverset_build_info" {
@@ -192,5 +205,27 @@ func TestCheckCommand(t *testing.T) {
 	}
 	if code := run([]string{"check", "extra"}); code != 2 {
 		t.Errorf("exit code %d with an argument, want 2", code)
+	}
+}
+
+// Metrics are served over HTTPS with authentication and authorization unless turned off.
+func TestMetricsOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		secure bool
+	}{
+		{nil, true},
+		{[]string{"--metrics-secure=true"}, true},
+		{[]string{"--metrics-secure=false"}, false},
+	} {
+		f, err := parseServeFlags(append([]string{"--image=driverset:test"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := metricsOptions(f)
+		if o.SecureServing != tc.secure || (o.FilterProvider != nil) != tc.secure || o.BindAddress != ":8080" {
+			t.Errorf("%v: SecureServing %v, filter %v, address %q; want secure=%v with the authn/authz filter on :8080",
+				tc.args, o.SecureServing, o.FilterProvider != nil, o.BindAddress, tc.secure)
+		}
 	}
 }

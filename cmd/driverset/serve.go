@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -45,6 +47,7 @@ type serveFlags struct {
 	webhookPort       int
 	certDir           string
 	metricsAddr       string
+	metricsSecure     bool
 	probeAddr         string
 	leaderElect       bool
 	leaderElectionNS  string
@@ -78,6 +81,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	fs.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key; reloaded when they change")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 turns it off")
+	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, to callers the apiserver authenticates (TokenReview) and authorizes for GET on the /metrics URL (SubjectAccessReview: ClusterRole driverset-metrics-reader); false: plain HTTP to anyone")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns it off")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one controller among the replicas (every replica serves the webhook)")
 	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
@@ -188,7 +192,7 @@ func serve(ctx context.Context, args []string) error {
 			o.Cache.Reader = controller.Pods{Main: o.Cache.Reader, Placeholders: placeholders}
 			return client.New(cfg, o)
 		},
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                 metricsOptions(f),
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "driverset.driverset.dev",
@@ -214,10 +218,17 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 
+	var activeCA func() *x509.Certificate
 	if f.selfManagedCerts {
-		if err := selfManagedCerts(ctx, mgr, cfg, f); err != nil {
+		cm, err := selfManagedCerts(ctx, mgr, cfg, f)
+		if err != nil {
 			return err
 		}
+		activeCA = cm.ActiveCA
+	}
+	metrics, err := registerMetrics(ctrlmetrics.Registry, mgr.Elected(), placeholders, webhookAddr(f), activeCA)
+	if err != nil {
+		return err
 	}
 	if err := mgr.Add(controller.PlaceholderCache{Cache: placeholders}); err != nil {
 		return err
@@ -226,26 +237,26 @@ func serve(ctx context.Context, args []string) error {
 	hooks := mgr.GetWebhookServer()
 	// One limit for the four entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions)
-	hooks.Register(webhook.DriverPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}})))
-	hooks.Register(webhook.DriverEnforcedPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}})))
-	// Executors and new incarnations are looked up in the informer caches, never with a live call.
-	hooks.Register(webhook.ExecutorPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Executor{Reader: pods}})))
-	hooks.Register(webhook.IncarnationPath, callers.Wrap(limit.Wrap(&admission.Webhook{Handler: &webhook.Incarnation{Reader: pods}})))
-
-	metrics, err := registerMetrics(ctrlmetrics.Registry)
-	if err != nil {
-		return err
+	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
+	// apiserver's calls reach them (callers).
+	observed := func(name string, h admission.Handler) http.Handler {
+		return callers.Wrap(limit.Wrap(&admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: h, Decisions: metrics.admissions}}))
 	}
+	hooks.Register(webhook.DriverPath, observed("driver", &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}))
+	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}))
+	// Executors and new incarnations are looked up in the informer caches, never with a live call.
+	hooks.Register(webhook.ExecutorPath, observed("executor", &webhook.Executor{Reader: pods}))
+	hooks.Register(webhook.IncarnationPath, observed("incarnation", &webhook.Incarnation{Reader: pods}))
 	r := &controller.Placeholder{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
-		Events:     mgr.GetEventRecorder("driverset.dev/controller"),
+		Events:     controller.LoggedEvents(mgr.GetEventRecorder("driverset.dev/controller"), ctrl.Log.WithName("placeholder")),
 		Convert:    convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
 		Budget:     controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
 		FenceAfter: f.fenceAfter,
 		Bounds:     f.fenceBounds,
 		Heartbeats: controller.NewHeartbeats(nil),
-		Metrics:    metrics,
+		Metrics:    metrics.controller,
 		Seal:       sealer,
 	}
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
@@ -279,10 +290,10 @@ func serve(ctx context.Context, args []string) error {
 // selfManagedCerts makes the serving certificate before the webhook server starts (it will not
 // start without one), keeps it and the caBundle current on every replica, and makes readiness
 // mean "serving the current certificate".
-func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f serveFlags) error {
+func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f serveFlags) (*certs.Manager, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ns := ownNamespace(f)
 	var extra []string
@@ -294,19 +305,24 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 		WebhookConfigName: f.webhookConfig, CertDir: f.certDir, ExtraHosts: extra, Interval: f.certInterval,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := cm.EnsureOnce(ctrl.LoggerInto(ctx, ctrl.Log)); err != nil {
-		return fmt.Errorf("webhook certificates: %w", err)
+		return nil, fmt.Errorf("webhook certificates: %w", err)
 	}
 	if err := mgr.Add(cm); err != nil {
-		return err
+		return nil, err
 	}
+	return cm, mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(webhookAddr(f)))
+}
+
+// webhookAddr is where this replica's webhook server is reached from the replica itself.
+func webhookAddr(f serveFlags) string {
 	host := f.webhookHost
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	return mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(net.JoinHostPort(host, strconv.Itoa(f.webhookPort))))
+	return net.JoinHostPort(host, strconv.Itoa(f.webhookPort))
 }
 
 // ownNamespace is driverset's own namespace: the pod's, or the leader election's outside a pod.
@@ -375,13 +391,49 @@ func ownImage(ctx context.Context, cfg *rest.Config, ns, name string) (string, e
 	return "", fmt.Errorf("pod %s/%s has no container named driverset; set --image", ns, name)
 }
 
+// serveMetrics are the metrics that serve hands to the webhooks and the controller.
+type serveMetrics struct {
+	controller *controller.Metrics
+	admissions *webhook.Decisions
+}
+
 // registerMetrics registers driverset's metrics on reg (controller-runtime's registry, served at
-// --metrics-bind-address): the build that runs, and the controller's.
-func registerMetrics(reg prometheus.Registerer) (*controller.Metrics, error) {
-	if err := reg.Register(version.Collector(version.Get())); err != nil {
-		return nil, err
+// --metrics-bind-address): the build that runs, the controller's, the admission decisions, the
+// drivers by state (placeholders, once elected closes, at scrape time) and the expiry of the
+// certificate the webhook server at webhookAddr presents (and of the CA, when activeCA is set).
+func registerMetrics(reg prometheus.Registerer, elected <-chan struct{}, placeholders client.Reader, webhookAddr string,
+	activeCA func() *x509.Certificate) (serveMetrics, error) {
+	var m serveMetrics
+	collectors := []prometheus.Collector{
+		version.Collector(version.Get()),
+		controller.NewDriverStates(placeholders, elected),
+		certs.NewExpiry(webhookAddr, activeCA),
 	}
-	return controller.NewMetrics(reg)
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return m, err
+		}
+	}
+	var err error
+	if m.controller, err = controller.NewMetrics(reg); err != nil {
+		return m, err
+	}
+	m.admissions, err = webhook.NewDecisions(reg)
+	return m, err
+}
+
+// metricsOptions serve /metrics over HTTPS, to callers that the apiserver authenticates and
+// authorizes (controller-runtime's filter: a TokenReview and a SubjectAccessReview for GET on
+// the non-resource URL /metrics, cached), with controller-runtime's self-signed certificate; or,
+// with --metrics-secure=false, over plain HTTP to anyone.
+func metricsOptions(f serveFlags) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.metricsSecure}
+	if f.metricsSecure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		// As the webhook server: HTTP/2 off (its rapid-reset and stream-flood weaknesses).
+		o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	}
+	return o
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -113,7 +113,8 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 			return nil, err
 		}
 		metricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
-		d.MetricsURL = "http://" + metricsAddr + "/metrics"
+		// HTTPS with authentication and authorization, as installed (see Scrape).
+		d.MetricsURL = "https://" + metricsAddr + "/metrics"
 	}
 	d.Kubeconfig = kubeconfig
 	d.LogPath = filepath.Join(o.Dir, "driverset-"+strconv.Itoa(o.Port)+".log")

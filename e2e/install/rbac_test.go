@@ -88,6 +88,10 @@ func allowed() map[grant]struct{ selfManaged bool } {
 		{"", "coordination.k8s.io", "leases", "get", ""}:   all,
 		{"", "coordination.k8s.io", "leases", "list", ""}:  all,
 		{"", "coordination.k8s.io", "leases", "watch", ""}: all,
+		// /metrics over HTTPS: the caller's token is checked (TokenReview) and its right to GET
+		// /metrics (SubjectAccessReview), by controller-runtime's filter, cached.
+		{"", "authentication.k8s.io", "tokenreviews", "create", ""}:        all,
+		{"", "authorization.k8s.io", "subjectaccessreviews", "create", ""}: all,
 		// Leader election of the controller, in driverset's namespace.
 		{systemNamespace, "coordination.k8s.io", "leases", "get", ""}:    all,
 		{systemNamespace, "coordination.k8s.io", "leases", "list", ""}:   all,

@@ -1,0 +1,123 @@
+//go:build testbed
+
+package install
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driverset/driverset/e2e/harness"
+)
+
+const monitoringDir = "manifests/components/monitoring"
+
+// ruleSpec is the spec of the one PrometheusRule file: Prometheus's own rule-file format.
+func ruleSpec(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), monitoringDir, "prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule map[string]any
+	if err := yaml.Unmarshal(data, &rule); err != nil {
+		t.Fatal(err)
+	}
+	spec, ok := rule["spec"].(map[string]any)
+	if !ok {
+		t.Fatal("prometheusrule.yaml has no spec")
+	}
+	return spec
+}
+
+// promtool runs promtool (hack/prometheus-build.sh) with args in dir.
+func promtool(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	bin, err := harness.PrometheusBin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "promtool"), args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	t.Logf("promtool %v:\n%s", args, out)
+	if err != nil {
+		t.Fatalf("promtool %v: %v", args, err)
+	}
+}
+
+// The alerts are valid Prometheus rules, and each one fires in promtool's unit tests
+// (rules_test.yaml): only when it should.
+func TestAlertRulesFire(t *testing.T) {
+	dir := t.TempDir()
+	rules, err := yaml.Marshal(ruleSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join(moduleRoot(t), monitoringDir, "rules_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules_test.yaml"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promtool(t, dir, "check", "rules", "rules.yaml")
+	promtool(t, dir, "test", "rules", "rules_test.yaml")
+}
+
+// The kustomize component and the chart install the same rules, from the same file, and the
+// monitoring objects only when asked.
+func TestMonitoringManifests(t *testing.T) {
+	want := ruleSpec(t)
+	kustomized := render(t, "overlays/monitoring")
+	chart := mustRenderChart(t, systemNamespace, map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true},
+		"prometheusRule": map[string]any{"enabled": true},
+		"dashboard":      map[string]any{"enabled": true},
+	}})
+	for name, objs := range map[string][]*unstructured.Unstructured{"overlays/monitoring": kustomized, "chart": chart} {
+		rule := find(t, objs, "PrometheusRule", "driverset")
+		if rule.GetNamespace() != systemNamespace {
+			t.Errorf("%s: PrometheusRule in namespace %q", name, rule.GetNamespace())
+		}
+		if got := rule.Object["spec"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the PrometheusRule's spec differs from %s/prometheusrule.yaml", name, monitoringDir)
+		}
+		sm := find(t, objs, "ServiceMonitor", "driverset")
+		port, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(port) != 1 || port[0].(map[string]any)["port"] != "https-metrics" || port[0].(map[string]any)["scheme"] != "https" {
+			t.Errorf("%s: ServiceMonitor endpoints %v, want https-metrics over https", name, port)
+		}
+		dash := find(t, objs, "ConfigMap", "driverset-dashboard")
+		data, _, _ := unstructured.NestedString(dash.Object, "data", "driverset.json")
+		file, err := os.ReadFile(filepath.Join(moduleRoot(t), monitoringDir, "dashboard.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data != string(file) || dash.GetLabels()["grafana_dashboard"] != "1" {
+			t.Errorf("%s: the dashboard ConfigMap is not dashboard.json with the label grafana_dashboard", name)
+		}
+		svc := find(t, objs, "Service", "driverset-metrics")
+		if svc.GetLabels()["app.kubernetes.io/component"] != "metrics" {
+			t.Errorf("%s: the metrics Service lacks the label the ServiceMonitor selects", name)
+		}
+	}
+	// Off by default: the chart's defaults need no Prometheus operator.
+	for _, u := range mustRenderChart(t, systemNamespace, nil) {
+		if u.GetKind() == "ServiceMonitor" || u.GetKind() == "PrometheusRule" || u.GetName() == "driverset-dashboard" {
+			t.Errorf("the chart's defaults render %s", key(u))
+		}
+	}
+}
