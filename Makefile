@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit prometheus-bin e2e e2e-real chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs
+.PHONY: test test-unit prometheus-bin e2e e2e-real chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin
@@ -77,6 +77,13 @@ demo-real: testbed-bin node-packages spark-artifacts
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   = -X github.com/driverset/driverset/version.stamped=$(VERSION) -X github.com/driverset/driverset/version.stampedRevision=$(REVISION)
+
+## release: render dist/install.yaml for IMAGE=REPOSITORY:TAG[@sha256:DIGEST] (the image you built and pushed; a digest pins it)
+release:
+	@test -n "$(IMAGE)" || { echo "make release IMAGE=REPOSITORY:TAG[@sha256:DIGEST]"; exit 2; }
+	@mkdir -p dist
+	DRIVERSET_IMAGE="$(IMAGE)" hack/render-install.sh dist/install.yaml
+	@echo "dist/install.yaml: kubectl apply --server-side -f dist/install.yaml"
 
 ## build: the driverset binary, stamped with VERSION (default: git describe --tags --always --dirty)
 build:

@@ -4,6 +4,7 @@
 #
 #   hack/render-install.sh [OUT]         OUT defaults to install.yaml at the repository's root
 #   DRIVERSET_IMAGE=reg/driverset:v1.2.3 hack/render-install.sh   renders a release's image
+#   DRIVERSET_IMAGE=reg/driverset:v1.2.3@sha256:… hack/render-install.sh   pinned to its digest
 #
 # kubectl: $KUBECTL, else $DRIVERSET_TESTBED_BIN/kubectl, else the test bed's build, else PATH.
 # e2e/install checks that install.yaml is what this script renders.
@@ -36,18 +37,31 @@ if [[ -n ${DRIVERSET_IMAGE:-} ]]; then
   trap 'rm -rf "$tmp"' EXIT
   cp -r "$root/manifests" "$tmp/manifests"
   mkdir "$tmp/manifests/release"
-  name=${DRIVERSET_IMAGE%:*}
-  tag=${DRIVERSET_IMAGE##*:}
-  if [[ $name == "$DRIVERSET_IMAGE" || $tag == */* ]]; then
-    echo "render-install: DRIVERSET_IMAGE must be REPOSITORY:TAG, got $DRIVERSET_IMAGE" >&2
+  # REPOSITORY:TAG, optionally pinned: REPOSITORY:TAG@sha256:<64 hex>. A digest wins: the pods
+  # run that image whatever the tag is moved to later.
+  image=${DRIVERSET_IMAGE%@*}
+  digest=
+  if [[ $image != "$DRIVERSET_IMAGE" ]]; then
+    digest=${DRIVERSET_IMAGE##*@}
+    if ! [[ $digest =~ ^sha256:[0-9a-f]{64}$ ]]; then
+      echo "render-install: DRIVERSET_IMAGE's digest must be sha256:<64 hex>, got $digest" >&2
+      exit 1
+    fi
+  fi
+  name=${image%:*}
+  tag=${image##*:}
+  if [[ $name == "$image" || $tag == */* ]]; then
+    echo "render-install: DRIVERSET_IMAGE must be REPOSITORY:TAG[@sha256:DIGEST], got $DRIVERSET_IMAGE" >&2
     exit 1
   fi
+  pin="newTag: \"$tag\""
+  [[ -n $digest ]] && pin="digest: \"$digest\""
   cat >"$tmp/manifests/release/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [../overlays/self-managed]
 images:
-  - {name: driverset/driverset, newName: "$name", newTag: "$tag"}
+  - {name: driverset/driverset, newName: "$name", $pin}
 YAML
   src=$tmp/manifests/release
 fi

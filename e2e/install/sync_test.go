@@ -60,13 +60,17 @@ func TestInstallYAMLNeedsNoCertManager(t *testing.T) {
 }
 
 func TestRenderInstallSetsTheReleaseImage(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, tc := range []struct {
-		image, wantErr string
+		image, want, wantErr string
 	}{
 		{image: "registry.example/team/driverset:v1.2.3"},
 		{image: "localhost:5000/driverset:v1"},
+		// A release pinned to its digest runs that image, whatever its tag is moved to.
+		{image: "registry.example/driverset:v1.2.3@" + digest, want: "registry.example/driverset@" + digest},
 		{image: "registry.example/driverset", wantErr: "REPOSITORY:TAG"},
 		{image: "localhost:5000/driverset", wantErr: "REPOSITORY:TAG"},
+		{image: "registry.example/driverset:v1@sha256:abc", wantErr: "sha256:<64 hex>"},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "install.yaml")
@@ -88,12 +92,16 @@ func TestRenderInstallSetsTheReleaseImage(t *testing.T) {
 			}
 			objs := decodeBytes(t, data)
 			c := container(t, podSpec(t, find(t, objs, "Deployment", "driverset")))
-			if c["image"] != tc.image {
-				t.Errorf("image = %v, want %s", c["image"], tc.image)
+			want := tc.want
+			if want == "" {
+				want = tc.image
+			}
+			if c["image"] != want {
+				t.Errorf("image = %v, want %s", c["image"], want)
 			}
 			// Apart from the image, the release render is install.yaml.
 			plain := string(renderInstall(t))
-			if strings.ReplaceAll(string(data), tc.image, "driverset/driverset:dev") != plain {
+			if strings.ReplaceAll(string(data), want, "driverset/driverset:dev") != plain {
 				t.Error("the release render differs from install.yaml in more than the image")
 			}
 		})
