@@ -86,12 +86,7 @@ func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool
 // the eviction API marked pod as stopped for the node's sake, why, and since when (zero when the
 // pod does not say).
 func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
-	var disruption *corev1.PodCondition
-	for i := range pod.Status.Conditions {
-		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			disruption = c
-		}
-	}
+	disruption := disruptionOf(pod)
 	failed := pod.Status.Phase == corev1.PodFailed
 	switch {
 	case evictedForItsOwnUse(pod):
@@ -121,15 +116,18 @@ func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 // driver was stopped in, so the deletion cannot be told to have come after the exit by the times:
 // the eviction itself says it did.
 func evictedForItsOwnUse(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodFailed || pod.Status.Reason != reasonEvicted {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return false
+	return pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == reasonEvicted && disruptionOf(pod) == nil
+}
+
+// disruptionOf is pod's DisruptionTarget=True condition (the last one), nil when it has none.
+func disruptionOf(pod *corev1.Pod) *corev1.PodCondition {
+	var disruption *corev1.PodCondition
+	for i := range pod.Status.Conditions {
+		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			disruption = c
 		}
 	}
-	return true
+	return disruption
 }
 
 // recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted.

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -108,16 +107,16 @@ func letGo(ctx context.Context, c client.Client, pod *corev1.Pod) error {
 // placeholderOf follows pod's controller references to its placeholder (S-0 → S → P), read live;
 // nil when a link is missing, is gone, or is not driverset's.
 func (o *Outcomes) placeholderOf(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "StatefulSet" {
+	ref := controllerOfKind(pod, "StatefulSet")
+	if ref == nil {
 		return nil, nil
 	}
 	var sts appsv1.StatefulSet
 	if err := o.reader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &sts); err != nil || sts.UID != ref.UID {
 		return nil, ignoreGone(err)
 	}
-	ref = metav1.GetControllerOf(&sts)
-	if ref == nil || ref.Kind != "Pod" {
+	ref = controllerOfKind(&sts, "Pod")
+	if ref == nil {
 		return nil, nil
 	}
 	var p corev1.Pod

@@ -86,11 +86,12 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			}
 		}
 		if loss.Fence {
-			// The driver has no exit of its own to keep (it is observed, not decided on): let it
-			// go with the deletion rather than one reconcile of Outcomes later, which the
-			// recovery would wait for.
-			if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
-				return "", 0, err
+			// Let it go with the deletion, when releasable allows (no exit of its own to keep),
+			// rather than one reconcile of Outcomes later, which the recovery would wait for.
+			if release, _ := releasable(driver, p); release {
+				if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
+					return "", 0, err
+				}
 			}
 			grace := int64(0)
 			uid := driver.UID

@@ -92,11 +92,20 @@ func (r *Placeholder) placeholdersOnNode(ctx context.Context, o client.Object) [
 // placeholderOfDriverPod maps S-0 to P through their controller references (S-0 → S → P); S's
 // name cannot be mapped back to P's name, which NamesFor may have shortened.
 func (r *Placeholder) placeholderOfDriverPod(ctx context.Context, o client.Object) []reconcile.Request {
-	ref := metav1.GetControllerOf(o)
-	if ref == nil || ref.Kind != "StatefulSet" {
+	ref := controllerOfKind(o, "StatefulSet")
+	if ref == nil {
 		return nil
 	}
 	return r.placeholderOfStatefulSet(ctx, o.GetNamespace(), ref.Name)
+}
+
+// controllerOfKind is o's controller reference when its controller is of kind (S-0's a
+// StatefulSet, S's a Pod: the links from a driver pod to its placeholder), else nil.
+func controllerOfKind(o metav1.Object, kind string) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == kind {
+		return ref
+	}
+	return nil
 }
 
 // placeholderOfExecutor maps an executor that driverset tied to a driver to that driver's
@@ -111,8 +120,8 @@ func (r *Placeholder) placeholderOfStatefulSet(ctx context.Context, ns, name str
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sts); err != nil {
 		return nil
 	}
-	owner := metav1.GetControllerOf(&sts)
-	if owner == nil || owner.Kind != "Pod" {
+	owner := controllerOfKind(&sts, "Pod")
+	if owner == nil {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: owner.Name}}}

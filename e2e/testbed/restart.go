@@ -12,13 +12,26 @@ import (
 // etcd healthy, the apiserver ready; the controller-manager and the scheduler are only started
 // (they have no readiness the test bed reads). It returns how long the component was down.
 func (c *Cluster) RestartComponent(ctx context.Context, name string) (time.Duration, error) {
-	bin, args, ready, err := c.component(name)
-	if err != nil {
+	return c.restart(ctx, name, (*process).kill, 0)
+}
+
+// RestartAPIServer stops the kube-apiserver (SIGTERM, as a control-plane upgrade does), keeps it
+// down for down, then starts it again with the same flags and waits until it is ready. Every
+// client loses its connections and watches meanwhile; etcd keeps the state.
+func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	_, err := c.restart(ctx, ComponentAPIServer, (*process).stop, down)
+	return err
+}
+
+// restart ends component name with end, waits down, starts it again as the test bed started it
+// and waits until it serves; it returns how long the component was away.
+func (c *Cluster) restart(ctx context.Context, name string, end func(*process), down time.Duration) (time.Duration, error) {
+	if _, _, _, err := c.component(name); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
 	p := c.procs[name]
-	// Out of the books while it is down: checkAlive must not take the crash for a failure.
+	// Out of the books while it is down: checkAlive must not take the stop for a failure.
 	delete(c.procs, name)
 	stopped := c.stopped
 	c.mu.Unlock()
@@ -27,17 +40,34 @@ func (c *Cluster) RestartComponent(ctx context.Context, name string) (time.Durat
 	}
 	start := time.Now()
 	if p != nil {
-		p.kill()
+		end(p)
 	}
-	if err := c.startComponent(name, bin, args); err != nil {
+	c.logf("%s stopped; down for %s", name, down)
+	select {
+	case <-ctx.Done():
+		return time.Since(start), ctx.Err()
+	case <-time.After(down):
+	}
+	if err := c.serve(ctx, name); err != nil {
 		return time.Since(start), err
 	}
-	if ready != nil {
-		if err := c.waitFor(ctx, name+" serving again", ready); err != nil {
-			return time.Since(start), err
-		}
-	}
+	c.logf("%s serving again %.1fs after it stopped", name, time.Since(start).Seconds())
 	return time.Since(start), nil
+}
+
+// serve starts control-plane component name as component says, and waits until it serves.
+func (c *Cluster) serve(ctx context.Context, name string) error {
+	bin, args, ready, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	if err := c.startComponent(name, bin, args); err != nil {
+		return err
+	}
+	if ready == nil {
+		return nil
+	}
+	return c.waitFor(ctx, name+" serving", ready)
 }
 
 // component is how the test bed runs a control-plane component: its binary, its flags and what
@@ -54,36 +84,4 @@ func (c *Cluster) component(name string) (string, []string, func(context.Context
 		return "kube-scheduler", schedulerArgs(c.lay), nil, nil
 	}
 	return "", nil, nil, fmt.Errorf("testbed: no control-plane component %q", name)
-}
-
-// RestartAPIServer stops the kube-apiserver (SIGTERM, as a control-plane upgrade does), keeps it
-// down for down, then starts it again with the same flags and waits until it is ready. Every
-// client loses its connections and watches meanwhile; etcd keeps the state.
-func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
-	c.mu.Lock()
-	p := c.procs[ComponentAPIServer]
-	c.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("testbed: no kube-apiserver to restart")
-	}
-	p.stop()
-	c.logf("kube-apiserver stopped; down for %s", down)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(down):
-	}
-	step := time.Now()
-	bin, args, ready, err := c.component(ComponentAPIServer)
-	if err != nil {
-		return err
-	}
-	if err := c.startComponent(ComponentAPIServer, bin, args); err != nil {
-		return err
-	}
-	if err := c.waitFor(ctx, "kube-apiserver /readyz", ready); err != nil {
-		return err
-	}
-	c.logf("kube-apiserver ready again in %.1fs", time.Since(step).Seconds())
-	return nil
 }

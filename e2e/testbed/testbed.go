@@ -263,28 +263,21 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.spawn = newSpawner()
 
 	step := time.Now()
-	if err := c.startComponent(ComponentEtcd, "etcd", etcdArgs(c.lay, filepath.Join(c.Dir, "etcd"))); err != nil {
-		return err
-	}
-	if err := c.waitFor(ctx, "etcd healthy", c.etcdHealthy); err != nil {
+	if err := c.serve(ctx, ComponentEtcd); err != nil {
 		return err
 	}
 	c.logf("etcd ready in %.1fs", time.Since(step).Seconds())
 
 	step = time.Now()
-	if err := c.startComponent(ComponentAPIServer, "kube-apiserver", apiserverArgs(c.lay)); err != nil {
-		return err
-	}
-	if err := c.waitFor(ctx, "kube-apiserver /readyz", c.apiserverReady); err != nil {
+	if err := c.serve(ctx, ComponentAPIServer); err != nil {
 		return err
 	}
 	c.logf("kube-apiserver ready in %.1fs (%s)", time.Since(step).Seconds(), server)
 
-	if err := c.startComponent(ComponentControllerManager, "kube-controller-manager", controllerManagerArgs(c.lay)); err != nil {
-		return err
-	}
-	if err := c.startComponent(ComponentScheduler, "kube-scheduler", schedulerArgs(c.lay)); err != nil {
-		return err
+	for _, name := range []string{ComponentControllerManager, ComponentScheduler} {
+		if err := c.serve(ctx, name); err != nil {
+			return err
+		}
 	}
 
 	step = time.Now()
