@@ -108,21 +108,28 @@ lint:
 bench: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(if $(SAMPLES),DRIVERSET_BENCH_SAMPLES=$(SAMPLES)) $(GO) test -tags testbed -count=1 -run '^$$' -bench 'Recovery|Memory|AdmissionLatency' -benchtime 1x -timeout 60m ./e2e/
 
-# Mutation testing with gremlins, run from the Go module proxy at a pinned version (not a
-# dependency of the module): hack/mutate.sh. SINCE, PKGS and MUTATE_WORKERS are read from the
-# environment or the command line.
+# Mutation testing. `make mutate` samples (hack/mutsample, ours): N mutants per package drawn by
+# SEED from the lines each package's tests run. `mutate-changed` and `mutate-all` run gremlins
+# from the Go module proxy at a pinned version (not a dependency of the module): hack/mutate.sh.
+# N, SEED, SINCE, PKGS and MUTATE_WORKERS are read from the environment or the command line.
+N ?= 10
+MUTATE_PKGS = $(or $(PKGS),convert webhook controller wrap)
 export SINCE PKGS MUTATE_WORKERS
 
-.PHONY: mutate mutate-all
-## mutate: mutation testing (gremlins) of the files changed since SINCE (default main: your branch, or what is not committed) in convert, webhook, controller and wrap; a score per package; minutes
+.PHONY: mutate mutate-changed mutate-all
+## mutate: mutation sampling of convert, webhook, controller and wrap: N (default 10) random mutants per package from the lines its tests run, SEED= replays a draw; lived mutants and a score per package with its 95% interval; fails when one lived; minutes
 mutate:
+	@$(GO) run ./hack/mutsample -n $(N) $(if $(SEED),-seed $(SEED)) $(if $(MUTATE_WORKERS),-workers $(MUTATE_WORKERS)) $(MUTATE_PKGS)
+
+## mutate-changed: gremlins over every line of the files changed since SINCE (default main: your branch, or what is not committed) in those packages; exhaustive where you worked; minutes for a file or two
+mutate-changed:
 	@hack/mutate.sh changed
 
-## mutate-all: the same over every line of those packages (PKGS=wrap picks), one package at a time; hours on 2 cores
+## mutate-all: gremlins over every line of those packages (PKGS=wrap picks), one package at a time; hours on 2 cores
 mutate-all:
 	@hack/mutate.sh all
 
 .PHONY: help
 ## help: this list (the default goal)
 help:
-	@awk '/^## [a-z0-9-]+: / { sub(/^## /, ""); i = index($$0, ": "); printf "  %-13s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2) }' $(MAKEFILE_LIST)
+	@awk '/^## [a-z0-9-]+: / { sub(/^## /, ""); i = index($$0, ": "); printf "  %-15s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2) }' $(MAKEFILE_LIST)

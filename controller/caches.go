@@ -33,14 +33,58 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:         {Label: ours},
-			&appsv1.StatefulSet{}: {Label: ours},
-			&corev1.Service{}:     {Label: ours},
+			&corev1.Pod{}:         {Label: ours, Transform: driverPodTransform},
+			&appsv1.StatefulSet{}: {Label: ours, Transform: statefulSetTransform},
+			&corev1.Service{}:     {Label: ours, Transform: serviceTransform},
 			&coordinationv1.Lease{}: {
 				Label: labels.NewSelector().Add(requirement(contract.LabelHeartbeat, selection.Exists)),
 			},
 		},
 	}
+}
+
+// statefulSetTransform is how a StatefulSet is kept in the cache: without managedFields, and
+// without its pod template and claim templates, the copy of the driver's pod spec that is most of
+// its size (a third of what each app costs the cache). Nothing reads them from the cache: the
+// controller reads a StatefulSet's owner, labels, annotations and replicas, and changes only
+// replicas, by a patch of the difference (never an update, which would write the emptied template
+// back).
+func statefulSetTransform(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if s, ok := obj.(*appsv1.StatefulSet); ok {
+		s.Spec.Template = corev1.PodTemplateSpec{}
+		s.Spec.VolumeClaimTemplates = nil
+	}
+	return obj, err
+}
+
+// serviceTransform is how a headless Service H is kept in the cache: its metadata only (without
+// managedFields). driverset reads no more of it than whose it is; it is never written back.
+func serviceTransform(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if s, ok := obj.(*corev1.Service); ok {
+		s.Spec, s.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+	}
+	return obj, err
+}
+
+// driverPodTransform is how a pod of the manager's cache (an S-0, an executor tied to one) is kept:
+// its metadata (without managedFields) and status whole, and of its spec only what driverset reads
+// from the cache: the node, the tolerations (against the out-of-service taint), the scheduling
+// gates, and each container's name and command (wrap's heartbeat flags). The rest (env, args,
+// volumes, resources), most of a Spark pod's size, is read by no one here. Changes to such a pod
+// are patches of the difference (gates, finalizers), never updates that would write the emptied
+// spec back; the webhooks take the pod being admitted from the request, not from the cache.
+func driverPodTransform(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if p, ok := obj.(*corev1.Pod); ok {
+		spec := corev1.PodSpec{NodeName: p.Spec.NodeName, Tolerations: p.Spec.Tolerations, SchedulingGates: p.Spec.SchedulingGates}
+		for _, c := range p.Spec.Containers {
+			spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Command: c.Command})
+		}
+		p.Spec = spec
+	}
+	return obj, err
 }
 
 // PlaceholderCacheOptions are the placeholder cache's: only placeholder pods, and nothing else is
@@ -49,9 +93,37 @@ func PlaceholderCacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{contract.LabelPlaceholder: "true"})},
+			&corev1.Pod{}: {
+				Label:     labels.SelectorFromSet(labels.Set{contract.LabelPlaceholder: "true"}),
+				Transform: placeholderTransform,
+			},
 		},
 	}
+}
+
+// placeholderTransform is how a placeholder is kept in its cache: its metadata (without
+// managedFields) and status whole, and of its spec what a reconcile reads: each container's name
+// and args (which one is the driver's), the volumes of claims (kept out of Spark's clean stop), the
+// scheduling gates and the node. The rest of a Spark driver's spec (env, volumes, resources,
+// security contexts), most of a placeholder's size and so of what each app costs the cache, is read
+// only to build the Service and the StatefulSet, once, from the placeholder as the apiserver has
+// it (ensure). A placeholder's status is written by a patch of the difference, never an update
+// that would send the emptied spec.
+func placeholderTransform(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if p, ok := obj.(*corev1.Pod); ok {
+		spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates}
+		for _, c := range p.Spec.Containers {
+			spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Args: c.Args})
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				spec.Volumes = append(spec.Volumes, v)
+			}
+		}
+		p.Spec = spec
+	}
+	return obj, err
 }
 
 func requirement(key string, op selection.Operator, values ...string) labels.Requirement {

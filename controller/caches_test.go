@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 func labelled(name string, l map[string]string) *corev1.Pod {
@@ -80,5 +84,96 @@ func TestPodsReadsBothCaches(t *testing.T) {
 	}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "h"}, &corev1.Service{}); err != nil {
 		t.Errorf("get a Service: %v", err)
+	}
+}
+
+// The manager's cache keeps of a driver pod what the controller reads from it: each function that
+// reads a cached S-0 or executor answers the same for the pod as transformed as for the pod whole.
+func TestDriverPodTransformKeepsWhatIsRead(t *testing.T) {
+	whole := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "d-0", Namespace: "ns", UID: "u1", Labels: map[string]string{contract.LabelDriver: "d"}},
+		Spec: corev1.PodSpec{
+			NodeName:        "node-a",
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: contract.GateStaleExecutors}},
+			Tolerations:     []corev1.Toleration{{Key: TaintOutOfService, Operator: corev1.TolerationOpExists}},
+			InitContainers:  []corev1.Container{{Name: "driverset-install", Image: "driverset", Command: []string{"/driverset", "copy-binary"}}},
+			Containers: []corev1.Container{{
+				Name: "spark-kubernetes-driver", Image: "apache/spark:3.5.3",
+				Command: []string{"/opt/driverset/bin/driverset", "wrap", "--heartbeat-lease", "d-0-heartbeat", "--self-fence", "90s", "--", "/opt/entrypoint.sh"},
+				Args:    []string{"driver", "--properties-file", "/opt/spark/conf/spark.properties"},
+				Env:     []corev1.EnvVar{{Name: "SPARK_APPLICATION_ID", Value: "spark-1"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "spark-conf-volume-driver"}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  "spark-kubernetes-driver",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "driverset: exit 1"}},
+		}}},
+	}
+	out, err := driverPodTransform(whole.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := out.(*corev1.Pod)
+	if len(cut.Spec.Volumes) != 0 || len(cut.Spec.Containers[0].Env) != 0 || len(cut.Spec.InitContainers) != 0 {
+		t.Errorf("kept what no one reads: %+v", cut.Spec)
+	}
+	node := nodeWith(corev1.ConditionUnknown, t0, corev1.Taint{Key: TaintOutOfService, Effect: corev1.TaintEffectNoExecute})
+	const c = "spark-kubernetes-driver"
+	for _, read := range []struct {
+		what string
+		of   func(p *corev1.Pod) any
+	}{
+		{"heartbeatFlags", func(p *corev1.Pod) any { l, t := heartbeatFlags(p, c); return fmt.Sprint(l, t) }},
+		{"provenDown (tolerations)", func(p *corev1.Pod) any { return provenDown(p, node) }},
+		{"the stale-executor gate", func(p *corev1.Pod) any { return convert.HasGate(&p.Spec, contract.GateStaleExecutors) }},
+		{"outcomeOf", func(p *corev1.Pod) any { return outcomeOf(p, c) }},
+		{"the node", func(p *corev1.Pod) any { return p.Spec.NodeName }},
+		{"driverNode (index)", func(p *corev1.Pod) any { return driverNode(p) }},
+		{"deadAndAvoided (tolerations)", func(p *corev1.Pod) any { return deadAndAvoided(node, p.Spec.Tolerations) }},
+	} {
+		if got, want := read.of(cut), read.of(whole); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v from the cached pod, %v from the whole pod", read.what, got, want)
+		}
+	}
+}
+
+// TestPlaceholderTransformKeepsWhatIsRead: the placeholder cache keeps what a reconcile reads of a
+// placeholder, and not the rest of a Spark driver's spec (built into S-0 from the live pod).
+func TestPlaceholderTransformKeepsWhatIsRead(t *testing.T) {
+	whole := sparkDriverPod(t, map[string]string{contract.AnnotationMaxRestarts: "2"})
+	if err := convert.ToPlaceholder(whole); err != nil {
+		t.Fatal(err)
+	}
+	if err := testSeal().Sign(whole); err != nil {
+		t.Fatal(err)
+	}
+	whole.CreationTimestamp = metav1.NewTime(time.Now())
+	whole.Spec.Volumes = append(whole.Spec.Volumes, corev1.Volume{Name: "data",
+		VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pi-driver-pvc-0"}}})
+	whole.Status = corev1.PodStatus{Phase: corev1.PodRunning, Message: "driverset: running"}
+	out, err := placeholderTransform(whole.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := out.(*corev1.Pod)
+	if len(cut.Spec.Volumes) != 1 || len(cut.Spec.Containers[0].Env) != 0 || cut.Spec.Containers[0].Resources.Size() != 0 {
+		t.Errorf("kept what no one reads: %+v", cut.Spec)
+	}
+	for _, read := range []struct {
+		what string
+		of   func(p *corev1.Pod) any
+	}{
+		{"IsPlaceholder", func(p *corev1.Pod) any { return convert.IsPlaceholder(p) }},
+		{"the driver container", func(p *corev1.Pod) any { return driverContainer(p) }},
+		{"the placeholder gate", func(p *corev1.Pod) any { return convert.HasGate(&p.Spec, contract.GatePlaceholder) }},
+		{"the claims kept", func(p *corev1.Pod) any { return convert.DriverClaims(p) }},
+		{"the seal", func(p *corev1.Pod) any { return fmt.Sprint(testSeal().Verify(p, p.CreationTimestamp.Time)) }},
+		{"the settings", func(p *corev1.Pod) any { s, w := effectiveSettings(p.Annotations, nil, 0); return fmt.Sprint(s, w) }},
+		{"the status", func(p *corev1.Pod) any { return p.Status }},
+	} {
+		if got, want := read.of(cut), read.of(whole); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v from the cached pod, %v from the whole pod", read.what, got, want)
+		}
 	}
 }

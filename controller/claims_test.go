@@ -69,4 +69,16 @@ func TestReconcileKeepsTheDriverClaimBeforeTheStatefulSet(t *testing.T) {
 	if got.Labels[contract.LabelSparkAppSelector] != appID {
 		t.Errorf("the user's own claim was changed: labels %v", got.Labels)
 	}
+
+	// Once S exists its claims are not waited for again: a claim deleted since (by the user, or
+	// by Spark's clean stop) does not hold back an app whose driver may already have run.
+	if err := h.c.Delete(h.ctx, made); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.reconcile(); res.RequeueAfter == claimPoll {
+		t.Errorf("RequeueAfter = %s once the StatefulSet exists: waiting for a claim again", res.RequeueAfter)
+	}
+	if msg := h.placeholder().Status.Message; strings.Contains(msg, "waiting for PersistentVolumeClaim") {
+		t.Errorf("placeholder message %q once the StatefulSet exists", msg)
+	}
 }

@@ -25,14 +25,11 @@ func retriedByWatch(err error) bool {
 	if d == nil {
 		return false
 	}
-	// The kinds whose every change reaches the placeholder controller through its watches: pods
-	// (placeholders, their driver pods) and StatefulSets. (A conflict's Details.Kind holds the
-	// resource.)
-	switch (schema.GroupResource{Group: d.Group, Resource: d.Kind}) {
-	case schema.GroupResource{Resource: "pods"}, schema.GroupResource{Group: "apps", Resource: "statefulsets"}:
-		return true
-	}
-	return false
+	// The kind whose every change reaches the placeholder controller through its watches: pods
+	// (placeholders, their driver pods). Not StatefulSets: only a change to what driverset decides
+	// on reaches it (statefulSetChanged), and the write a conflict stumbled on may have been the
+	// StatefulSet controller's status. (A conflict's Details.Kind holds the resource.)
+	return schema.GroupResource{Group: d.Group, Resource: d.Kind} == schema.GroupResource{Resource: "pods"}
 }
 
 // watchRetries runs the placeholder reconciler for the controller: a conflict that the watch

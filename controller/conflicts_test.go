@@ -24,7 +24,8 @@ func TestRetriedByWatch(t *testing.T) {
 		want bool
 	}{
 		{"a placeholder or driver pod changed since the cache's copy", conflictOn("", "pods"), true},
-		{"a StatefulSet changed since the cache's copy", conflictOn("apps", "statefulsets"), true},
+		// Its status changes (the StatefulSet controller's) bring no reconcile: retried as an error.
+		{"a StatefulSet changed since the cache's copy", conflictOn("apps", "statefulsets"), false},
 		{"wrapped, as the reconciler's steps return it", fmt.Errorf("restart: %w", conflictOn("", "pods")), true},
 		{"a claim: not watched, so retried as an error", fmt.Errorf("keeping PersistentVolumeClaim c: %w", conflictOn("", "persistentvolumeclaims")), false},
 		{"a Lease: not retried by the placeholder's watches", conflictOn("coordination.k8s.io", "leases"), false},

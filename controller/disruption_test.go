@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,80 @@ func TestReconcileKubeletTerminationIsARecovery(t *testing.T) {
 	}
 	if got := counterValue(t, reg, "driverset_driver_restarts_total"); got != 0 {
 		t.Errorf("driverset_driver_restarts_total = %v, want 0", got)
+	}
+}
+
+// TestReconcileNodeShutdownSeenNotReadyFirst: on a graceful shutdown the kubelet marks its node
+// not Ready as the shutdown begins, often before it reports why it stopped the driver. The loss
+// first looks like a node lost; once the kubelet reports the pod Failed for the shutdown, its word
+// wins: the loss is a node shutdown (nothing runs there, nothing to fence or wait out), and the
+// recovery is measured as one.
+func TestReconcileNodeShutdownSeenNotReadyFirst(t *testing.T) {
+	reg, m := newMetrics(t)
+	h := runningCluster(t, nil, m)
+	first := h.driver()
+	shutdownAt := t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionFalse, shutdownAt)
+	h.now = shutdownAt.Add(time.Second)
+	h.reconcile()
+	if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != CauseNodeLost {
+		t.Fatalf("loss record %+v on a node not Ready, want cause %s", rec, CauseNodeLost)
+	}
+	h.setDriverStatus(shutdownStatus(t0.Add(30*time.Second), shutdownAt))
+	h.expectEvents([]string{"Warning NodeLost"}, nil)
+	h.now = shutdownAt.Add(3 * time.Second)
+	h.reconcile()
+	if rec := lostOf(h.placeholder()); rec == nil || rec.Cause != CauseNodeShutdown || rec.Pod != first.UID || !rec.Since.Equal(shutdownAt) {
+		t.Errorf("loss record %+v once the kubelet reported the shutdown, want cause %s for pod %s since %v", rec, CauseNodeShutdown, first.UID, shutdownAt)
+	}
+	if len(h.deletes) != 0 {
+		t.Errorf("driverset deleted %+v; a terminal pod is the StatefulSet controller's to replace", h.deletes)
+	}
+	if msg := h.placeholder().Status.Message; strings.Contains(msg, "confirmed down") {
+		t.Errorf("placeholder says %q of a driver its kubelet stopped", msg)
+	}
+
+	h.expectEvents(nil, nil)
+	if err := h.c.Delete(h.ctx, h.driver(), client.Preconditions{UID: &first.UID}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	h.expectEvents(nil, nil)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(shutdownAt.Add(20 * time.Second)))
+	h.now = shutdownAt.Add(25 * time.Second)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"}, map[string][]string{"Recovered": {"node-b", CauseNodeShutdown}})
+	for cause, want := range map[string]uint64{CauseNodeShutdown: 1, CauseNodeLost: 0} {
+		if count, _ := histogram(t, reg, "driverset_driver_recovery_seconds", cause); count != want {
+			t.Errorf("recoveries measured for %s = %d, want %d", cause, count, want)
+		}
+	}
+}
+
+// TestReconcileLossRecordedDriverGone: a loss is recorded and the driver pod is gone (force-deleted,
+// the next one not made yet). The pass keeps the record for the recovery to come.
+func TestReconcileLossRecordedDriverGone(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	first := h.driver()
+	lostAt := t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionUnknown, lostAt)
+	h.now = lostAt.Add(time.Second)
+	h.reconcile()
+	if rec := lostOf(h.placeholder()); rec == nil || rec.Pod != first.UID {
+		t.Fatalf("loss record %+v, want one for %s", rec, first.UID)
+	}
+	// An admin force-deletes it; nothing of it is left to read.
+	if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	h.releaseOutcome()
+	if h.driver() != nil {
+		t.Fatal("the force-deleted pod is still there")
+	}
+	h.reconcile()
+	if rec := lostOf(h.placeholder()); rec == nil || rec.Pod != first.UID || rec.Cause != CauseNodeLost {
+		t.Errorf("loss record %+v once the pod is gone, want the one for %s kept", rec, first.UID)
 	}
 }

@@ -47,6 +47,12 @@ func TestStateOf(t *testing.T) {
 		{"driver pod scheduled, not started", placeholderIn(corev1.PodPending, waiting("DriverPending"), nil), StatePending, time.Time{}},
 		{"driver runs", placeholderIn(corev1.PodRunning, runningState, nil), StateRunning, time.Time{}},
 		{"process failed, in backoff", placeholderIn(corev1.PodRunning, waiting(ReasonRestarting), nil), StateRestarting, time.Time{}},
+		{"in backoff, whatever the phase: the container's reason says it", placeholderIn(corev1.PodPending, waiting(ReasonRestarting), nil), StateRestarting, time.Time{}},
+		{"no container status yet", func() corev1.Pod {
+			p := placeholderIn(corev1.PodPending, corev1.ContainerState{}, nil)
+			p.Status.ContainerStatuses = nil
+			return p
+		}(), StatePending, time.Time{}},
 		{"new incarnation after a failure, not running yet", placeholderIn(corev1.PodRunning, waiting("DriverPending"), nil), StateRestarting, time.Time{}},
 		{"driver pod create refused (quota)", placeholderIn(corev1.PodPending, waiting(ReasonFailedCreate), nil), StateBlocked, time.Time{}},
 		{"node lost, no fencing: waits for an admin",
@@ -97,7 +103,6 @@ func TestTallyOldestWaitForAdmin(t *testing.T) {
 // TestReconcileRecordsWhoEndsTheWait: the reconciler's loss record says whether fencing is armed,
 // which is what tells "waiting for an admin" from "fencing" in the gauge.
 func TestReconcileRecordsWhoEndsTheWait(t *testing.T) {
-	unreachable := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
@@ -111,7 +116,7 @@ func TestReconcileRecordsWhoEndsTheWait(t *testing.T) {
 			// A healthy node beside it: with every node of the zone lost, fencing is held.
 			h.setNode("node-b", corev1.ConditionTrue, t0)
 			lost := t0.Add(2 * time.Minute)
-			h.setNode("node-a", corev1.ConditionUnknown, lost, unreachable)
+			h.setNode("node-a", corev1.ConditionUnknown, lost, unreachableTaints()...)
 			h.now = lost.Add(time.Minute)
 			h.reconcile()
 			if got, _ := stateOf(h.placeholder()); got != tc.want {

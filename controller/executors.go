@@ -77,7 +77,7 @@ func (r *Placeholder) deleteExecutor(ctx context.Context, e *corev1.Pod, live ma
 		return false, err
 	}
 	if !force && e.DeletionTimestamp != nil {
-		if !r.nodeGoneOrNotReady(ctx, e.Spec.NodeName) {
+		if !r.deadNodeLetsGo(ctx, e, false) {
 			return false, nil
 		}
 		force = true
@@ -138,11 +138,36 @@ func executorsOf(p *corev1.Pod) []client.ListOption {
 // reference, before the executors webhook moved it; checked by UID). Another app's executor that
 // shares the namespace and claims the app id is neither deleted nor waited for.
 func stale(e, p, driver *corev1.Pod) bool {
+	return ofApp(e, p, driver.Name) && metav1.GetControllerOf(e).UID != driver.UID
+}
+
+// ofApp reports whether executor e belongs to the app of placeholder p: its controller is a driver
+// pod of that app's driver pod name (any incarnation), or p itself.
+func ofApp(e, p *corev1.Pod, driverName string) bool {
 	ref := metav1.GetControllerOf(e)
-	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" || ref.UID == driver.UID {
+	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" {
 		return false
 	}
-	return ref.Name == driver.Name || ref.UID == p.UID
+	return ref.Name == driverName || ref.UID == p.UID
+}
+
+// dropExecutorsOf deletes the executors of driver, an incarnation about to be force-deleted on
+// its lost node, and of the incarnations before it, as clearStaleExecutors would for the next
+// one: done first, in the same pass, the next incarnation usually finds none left when it is
+// admitted and is not held by the stale-executor gate at all, rather than waiting for a pass of
+// its own (on a node that held many drivers, that pass is what the last one waits for).
+// Whatever fails here is left to the gate, which holds the next incarnation until they are gone.
+// live holds the Nodes read from the apiserver in this pass.
+func (r *Placeholder) dropExecutorsOf(ctx context.Context, p, driver *corev1.Pod, live map[string]*corev1.Node) {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, executorsOf(p)...); err != nil {
+		return
+	}
+	for i := range list.Items {
+		if e := &list.Items[i]; ofApp(e, p, driver.Name) {
+			_, _ = r.deleteExecutor(ctx, e, live)
+		}
+	}
 }
 
 // staleExecutorsLive counts, on the apiserver, the executors of p's app that driver does not own.
@@ -161,13 +186,21 @@ func (r *Placeholder) staleExecutorsLive(ctx context.Context, p, driver *corev1.
 	return n, nil
 }
 
-func (r *Placeholder) nodeGoneOrNotReady(ctx context.Context, name string) bool {
-	if name == "" {
+// deadNodeLetsGo reports whether pod, Terminating on its node, may be force-deleted as far as the
+// node goes: the node is gone or not Ready, so no kubelet will confirm the deletion. When a
+// successor takes its place (the StatefulSet's next incarnation), the scheduler must also keep
+// that one off the node first (deadAndAvoided); a stale executor has none. The Node is read from
+// the cache.
+func (r *Placeholder) deadNodeLetsGo(ctx context.Context, pod *corev1.Pod, successor bool) bool {
+	if pod.Spec.NodeName == "" {
 		return true
 	}
 	var n corev1.Node
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &n); err != nil {
 		return apierrors.IsNotFound(err)
+	}
+	if successor {
+		return deadAndAvoided(&n, pod.Spec.Tolerations)
 	}
 	c := nodeReady(&n)
 	return c == nil || c.Status != corev1.ConditionTrue

@@ -111,7 +111,7 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
 		Build()
 	h.r = &Placeholder{
-		Client:    h.c,
+		Client:    cacheView{h.c},
 		APIReader: h.c,
 		Events:    h.rec,
 		Convert:   convert.Options{Image: "registry.example/driverset:test"},
@@ -186,7 +186,7 @@ func (h *cluster) reconcile() ctrl.Result {
 // releaseOutcome runs the Outcomes reconciler for S-0.
 func (h *cluster) releaseOutcome() {
 	h.t.Helper()
-	o := &Outcomes{Client: h.c}
+	o := &Outcomes{Client: cacheView{h.c}}
 	if _, err := o.Reconcile(h.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: h.p.Namespace, Name: h.names.DriverPodName()}}); err != nil {
 		h.t.Fatalf("Outcomes.Reconcile: %v", err)
 	}
@@ -282,6 +282,15 @@ func (h *cluster) stopped(name string) {
 	controllerutil.RemoveFinalizer(&pod, kubeletFinalizer)
 	if err := h.c.Update(h.ctx, &pod); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// unreachableTaints are the taints the node lifecycle controller puts on a node whose kubelet
+// stopped reporting: NoSchedule keeps new pods off it, NoExecute evicts the pods there.
+func unreachableTaints() []corev1.Taint {
+	return []corev1.Taint{
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
 	}
 }
 
@@ -381,4 +390,69 @@ func exitedStatus(code int, finished time.Time) corev1.PodStatus {
 
 func pendingStatus() corev1.PodStatus {
 	return corev1.PodStatus{Phase: corev1.PodPending}
+}
+
+// cacheView reads as the reconciler's informer caches do: StatefulSets and driverset's driver and
+// executor pods come through the caches' transforms (no pod template; a pod spec cut to what is
+// read), so a reconciler that relied on what they drop, or wrote a cached object back whole, fails
+// the tests. Writes go to the cluster as they are.
+type cacheView struct{ client.Client }
+
+func (v cacheView) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := v.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	return transformed(obj)
+}
+
+func (v cacheView) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := v.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if pods, ok := list.(*corev1.PodList); ok {
+		for i := range pods.Items {
+			if err := transformed(&pods.Items[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// transformed applies the transform of the cache obj comes from.
+func transformed(obj client.Object) error {
+	var err error
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		_, err = statefulSetTransform(o)
+	case *corev1.Service:
+		_, err = serviceTransform(o)
+	case *corev1.Pod:
+		if _, ours := o.Labels[contract.LabelDriver]; ours {
+			_, err = driverPodTransform(o)
+		} else if o.Labels[contract.LabelPlaceholder] == "true" {
+			_, err = placeholderTransform(o)
+		}
+	}
+	return err
+}
+
+// makeExecutor creates executor pod name of app appID on node, controlled by driver pod
+// ownerName/ownerUID, as Spark and the executors webhook leave it.
+func (h *cluster) makeExecutor(name, node, appID, ownerName string, ownerUID types.UID) {
+	h.t.Helper()
+	yes := true
+	e := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: h.p.Namespace,
+			Labels: map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: ownerName, UID: ownerUID, Controller: &yes,
+			}},
+		},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
+	}
+	if err := h.c.Create(h.ctx, e); err != nil {
+		h.t.Fatal(err)
+	}
 }

@@ -55,7 +55,10 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 const (
 	reasonNodeShutdown       = "Terminated"
 	reasonNodeShutdownBefore = "Shutdown"
-	reasonEvicted            = "Evicted"
+	// reasonNodeShutdownRejected: a kubelet restarted while its node shuts down admits its pods
+	// again and rejects them, Failed with this reason and no DisruptionTarget condition.
+	reasonNodeShutdownRejected = "NodeShutdown"
+	reasonEvicted              = "Evicted"
 )
 
 // stoppedFromOutside reports whether pod's driver was stopped by something other than the
@@ -93,7 +96,8 @@ func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 		return "", time.Time{}, false
 	case failed && pod.Status.Reason == reasonEvicted:
 		cause = CauseEvicted
-	case failed && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore):
+	case failed && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore ||
+		pod.Status.Reason == reasonNodeShutdownRejected):
 		cause = CauseNodeShutdown
 	case disruption == nil:
 		return "", time.Time{}, false
@@ -108,6 +112,24 @@ func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 		since = disruption.LastTransitionTime.Time
 	}
 	return cause, since, true
+}
+
+// endedByItsKubelet reports whether pod's own kubelet stopped it for its node's sake and reported
+// the end (phase Failed): a graceful node shutdown or a node-pressure eviction, with the cause and
+// since when as disruptedBy has them. Not so a pod that PodGC marked Failed (its reason is not the
+// kubelet's), nor one merely being stopped (still Running: its node may die before it ends).
+func endedByItsKubelet(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
+	if pod == nil || pod.Status.Phase != corev1.PodFailed {
+		return "", time.Time{}, false
+	}
+	d := disruptionOf(pod)
+	byKubelet := d != nil && d.Reason == corev1.PodReasonTerminationByKubelet ||
+		d == nil && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore ||
+			pod.Status.Reason == reasonNodeShutdownRejected)
+	if !byKubelet {
+		return "", time.Time{}, false
+	}
+	return disruptedBy(pod)
 }
 
 // evictedForItsOwnUse reports whether the kubelet evicted pod for its own ephemeral-storage use

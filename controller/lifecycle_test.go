@@ -232,6 +232,9 @@ func TestStoppedFromOutside(t *testing.T) {
 		{name: "preempted by the scheduler", pod: disrupted(running(), "", corev1.PodReasonPreemptionByScheduler), cause: CauseEvicted, since: t0},
 		// Without the condition the stop has no time: the caller dates it (zero since).
 		{name: "Failed, reason Shutdown, no condition", pod: disrupted(running(), "Shutdown", ""), cause: CauseNodeShutdown},
+		// A kubelet restarted while its node shuts down admits its pods again and rejects them
+		// (pkg/kubelet/nodeshutdown's admit handler), with no condition: a stop for the node.
+		{name: "Failed, reason NodeShutdown (rejected on a node shutting down), no condition", pod: disrupted(running(), "NodeShutdown", ""), cause: CauseNodeShutdown},
 		// The eviction manager marks node-pressure evictions with the condition (above). Without
 		// it, the kubelet evicted the pod for its own ephemeral-storage limit or an emptyDir's
 		// sizeLimit: the driver's own failure, like an OOM kill, or it would be evicted forever.
@@ -244,6 +247,42 @@ func TestStoppedFromOutside(t *testing.T) {
 			cause, since, ok := stoppedFromOutside(tc.pod)
 			if ok != (tc.cause != "") || cause != tc.cause || !since.Equal(tc.since) {
 				t.Errorf("stoppedFromOutside = %q, %v, %v; want %q, %v", cause, since, ok, tc.cause, tc.since)
+			}
+		})
+	}
+}
+
+// TestEndedByItsKubelet: which stops the kubelet both made and reported finished, so that the
+// node's state no longer matters to the driver's recovery.
+func TestEndedByItsKubelet(t *testing.T) {
+	running := func() *corev1.Pod {
+		return withDriverStatus("u", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+	}
+	// PodGC marks a pod Failed, with its own condition reason, on a node that is gone or out of
+	// service: that is a node loss, not the kubelet's word.
+	byPodGC := disrupted(running(), "", "DeletionByPodGC")
+	byPodGC.Status.Phase = corev1.PodFailed
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		cause string
+	}{
+		{name: "no pod", pod: nil},
+		{name: "a running driver", pod: running()},
+		{name: "graceful node shutdown, reported Failed", pod: disrupted(running(), "Terminated", corev1.PodReasonTerminationByKubelet), cause: CauseNodeShutdown},
+		{name: "node-pressure eviction, reported Failed", pod: disrupted(running(), "Evicted", corev1.PodReasonTerminationByKubelet), cause: CauseEvicted},
+		{name: "rejected on a node shutting down, no condition", pod: disrupted(running(), "NodeShutdown", ""), cause: CauseNodeShutdown},
+		// Still Running: the kubelet is stopping it, and its node may die before it has.
+		{name: "the kubelet's condition while the pod still terminates", pod: disrupted(running(), "", corev1.PodReasonTerminationByKubelet)},
+		{name: "marked Failed by PodGC", pod: byPodGC},
+		{name: "Failed, reason Evicted, no condition: its own storage limit", pod: disrupted(running(), "Evicted", "")},
+		{name: "Failed for another reason", pod: disrupted(running(), "DeadlineExceeded", "")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cause, _, ok := endedByItsKubelet(tc.pod)
+			if ok != (tc.cause != "") || cause != tc.cause {
+				t.Errorf("endedByItsKubelet = %q, %v; want %q", cause, ok, tc.cause)
 			}
 		})
 	}

@@ -51,7 +51,8 @@ func (l NodeLoss) fencing() bool { return l.Fence || l.FenceIn > 0 }
 // A node proven down (provenDown: deleted, or out of service) needs no policy: its driver pod is
 // force-deleted at once. Fencing force-deletes a pod whose process may still run, so it is armed only where the node
 // cannot be running it as far as Kubernetes can tell: Ready Unknown (the kubelet stopped
-// reporting) and tainted unreachable by the node lifecycle controller. Ready=False means the
+// reporting) and tainted unreachable by the node lifecycle controller, with a taint the next
+// driver pod does not tolerate (deadAndAvoided: the NoSchedule one). Ready=False means the
 // kubelet is up and reporting (PLEG unhealthy, a hung runtime): the driver usually still runs.
 // And, as the node lifecycle controller stops evicting, fencing is held while the zone is
 // disrupted: many nodes lost at once is more likely a partition than a disaster.
@@ -94,9 +95,11 @@ func assessNode(driver *corev1.Pod, node *corev1.Node, zone Zone, fenceAfter tim
 		l.Note = fmt.Sprintf("node %s is not Ready since %s but its kubelet still reports, so the driver may still run there: its pod is not force-deleted. %s",
 			name, since.UTC().Format(time.RFC3339), adminNote)
 		return l
-	case !hasTaint(node, corev1.TaintNodeUnreachable):
-		l.Note = fmt.Sprintf("node %s has not been Ready since %s; its pod is force-deleted only once the node is tainted %s. %s",
-			name, since.UTC().Format(time.RFC3339), corev1.TaintNodeUnreachable, adminNote)
+	case !hasTaint(node, corev1.TaintNodeUnreachable) || !deadAndAvoided(node, driver.Spec.Tolerations):
+		// The unreachable NoExecute taint alone is not enough: a pod tolerates it for 300 s by
+		// default, so the scheduler would bind the next S-0 right back to the dead node.
+		l.Note = fmt.Sprintf("node %s has not been Ready since %s; its pod is force-deleted only once the node is tainted %s:%s, which keeps the next driver pod off it. %s",
+			name, since.UTC().Format(time.RFC3339), corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule, adminNote)
 		return l
 	case hb.T > 0:
 		return selfFence(l, name, hb)
@@ -187,6 +190,39 @@ func nodeReady(n *corev1.Node) *corev1.NodeCondition {
 		}
 	}
 	return nil
+}
+
+// deadAndAvoided is the node half of every force-delete on a lost node (a restarted driver's
+// recorded exit, an executor being cleared, fencing): the node is not Ready, so no kubelet will
+// confirm the deletion, and the scheduler will not place the next incarnation (same
+// tolerations) on it. The node lifecycle controller taints a node
+// that stopped being Ready a moment after its condition changes; a force-delete in between has
+// the StatefulSet's next pod scheduled onto the dead node, where it never starts and is held as
+// a lost driver. A pod that tolerates even that taint gains nothing by waiting.
+func deadAndAvoided(node *corev1.Node, tolerations []corev1.Toleration) bool {
+	if c := nodeReady(node); c != nil && c.Status == corev1.ConditionTrue {
+		return false
+	}
+	lifecycle := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}
+	if tolerated(tolerations, &lifecycle) {
+		return true
+	}
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect != corev1.TaintEffectPreferNoSchedule && !tolerated(tolerations, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func tolerated(tolerations []corev1.Toleration, t *corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(logr.Discard(), t, false) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasTaint(n *corev1.Node, key string) bool {

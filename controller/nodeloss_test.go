@@ -27,6 +27,10 @@ func TestAssessNode(t *testing.T) {
 	unscheduled := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver-0"}}
 	outOfService := corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
 	unreachable := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
+	unreachableNoSchedule := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}
+	tolerating := onNode.DeepCopy()
+	tolerating.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(300))}}
 
 	cases := []struct {
 		name       string
@@ -139,6 +143,21 @@ func TestAssessNode(t *testing.T) {
 			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour)), fenceAfter: time.Minute,
 			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost},
 			note: []string{"node-a", corev1.TaintNodeUnreachable},
+		},
+		{
+			// A real pod tolerates unreachable:NoExecute for 300 s (DefaultTolerationSeconds), so
+			// with only that taint on the node the scheduler would bind the next S-0 right back to
+			// it. Fencing waits for the NoSchedule taint, which keeps the next one off the node.
+			name: "Unknown, tainted only NoExecute, which the driver tolerates: not fenced yet", driver: tolerating,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable), fenceAfter: time.Minute,
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseNodeLost},
+			note: []string{"node-a", corev1.TaintNodeUnreachable + ":NoSchedule"},
+		},
+		{
+			name: "Unknown, tainted NoSchedule too: fenced", driver: tolerating,
+			node: nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), unreachable, unreachableNoSchedule), fenceAfter: time.Minute,
+			want: NodeLoss{Lost: true, Since: t0.Add(-time.Hour), Cause: CauseFenced, Fence: true},
+			note: []string{"node-a", "force-delete"},
 		},
 		{
 			// As the node lifecycle controller stops evicting: every node of the zone is not
@@ -311,5 +330,44 @@ func TestZoneOf(t *testing.T) {
 		if got := zoneOf(node, nodes); got != tc.want {
 			t.Errorf("zoneOf(%s) = %+v, want %+v", tc.node, got, tc.want)
 		}
+	}
+}
+
+// TestDeadAndAvoided: a restarted driver's pod, Terminating on its node, is force-deleted only
+// when no kubelet will confirm its end and the scheduler keeps the StatefulSet's next pod off
+// that node.
+func TestDeadAndAvoided(t *testing.T) {
+	taint := func(key string, effect corev1.TaintEffect) corev1.Taint {
+		return corev1.Taint{Key: key, Effect: effect}
+	}
+	// What the DefaultTolerationSeconds admission plugin gives every pod.
+	defaults := []corev1.Toleration{
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(300))},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(300))},
+	}
+	everything := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	cases := []struct {
+		name        string
+		node        *corev1.Node
+		tolerations []corev1.Toleration
+		want        bool
+	}{
+		{"Ready: its kubelet will confirm the deletion", nodeWith(corev1.ConditionTrue, t0), defaults, false},
+		{"Ready and cordoned: still its kubelet's", nodeWith(corev1.ConditionTrue, t0, taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule)), defaults, false},
+		{"unreachable, not tainted yet: the next pod could land there", nodeWith(corev1.ConditionUnknown, t0), defaults, false},
+		{"unreachable, only the NoExecute taint, which the pod tolerates", nodeWith(corev1.ConditionUnknown, t0, taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute)), defaults, false},
+		{"unreachable and tainted NoSchedule", nodeWith(corev1.ConditionUnknown, t0, taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)), defaults, true},
+		{"not Ready and tainted NoSchedule", nodeWith(corev1.ConditionFalse, t0, taint(corev1.TaintNodeNotReady, corev1.TaintEffectNoSchedule)), defaults, true},
+		{"out of service", nodeWith(corev1.ConditionUnknown, t0, taint(TaintOutOfService, corev1.TaintEffectNoExecute)), defaults, true},
+		{"a PreferNoSchedule taint keeps no pod off", nodeWith(corev1.ConditionUnknown, t0, taint("example.com/slow", corev1.TaintEffectPreferNoSchedule)), defaults, false},
+		{"no Ready condition at all, tainted NoSchedule", &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}}}, defaults, true},
+		{"a pod that tolerates everything gains nothing by waiting", nodeWith(corev1.ConditionUnknown, t0), everything, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := deadAndAvoided(c.node, c.tolerations); got != c.want {
+				t.Errorf("deadAndAvoided = %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ type Outcomes struct {
 	// APIReader reads the placeholder and its StatefulSet live: letting go on a stale "gone"
 	// would lose the exit the finalizer is there to keep. Nil: Client.
 	APIReader client.Reader
+	Now       func() time.Time // nil: time.Now
 }
 
 // SetupWithManager registers the reconciler for driverset's deleted driver pods.
@@ -52,9 +53,14 @@ func held(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp != nil && slices.Contains(pod.Finalizers, contract.FinalizerOutcome)
 }
 
-// releasable is the decision, pure: whether deleted incarnation pod can go, given its placeholder
-// (nil when it, or the StatefulSet between them, is gone), and why.
-func releasable(pod, placeholder *corev1.Pod) (bool, string) {
+// kubeletCauseWait bounds how long a pod its kubelet stopped is held for the placeholder's pass to
+// record the kubelet's cause: a placeholder whose reconcile is stuck elsewhere (a claim, a name
+// taken) must not keep the next incarnation from being made. Past it, only the cause is lost.
+const kubeletCauseWait = 10 * time.Second
+
+// releasable is the decision, pure: whether deleted incarnation pod can go at now, given its
+// placeholder (nil when it, or the StatefulSet between them, is gone), and why.
+func releasable(pod, placeholder *corev1.Pod, now time.Time) (bool, string) {
 	switch {
 	case placeholder == nil:
 		return true, "its app is gone"
@@ -63,12 +69,24 @@ func releasable(pod, placeholder *corev1.Pod) (bool, string) {
 	case isTerminal(placeholder.Status.Phase):
 		return true, "its app has ended"
 	}
+	if _, restarted := restartsOf(placeholder); restarted == pod.UID {
+		return true, "its exit is counted"
+	}
+	if cause, _, ok := endedByItsKubelet(pod); ok {
+		// Its kubelet said why it stopped it; the placeholder's pass records that as the loss's
+		// cause (it may have seen the node not Ready first): once gone, the pod cannot tell it.
+		rec := lostOf(placeholder)
+		switch {
+		case rec != nil && rec.Pod == pod.UID && rec.Cause == cause:
+			return true, "stopped by its kubelet (" + cause + "), recorded"
+		case pod.DeletionTimestamp != nil && now.Sub(pod.DeletionTimestamp.Time) >= kubeletCauseWait:
+			return true, "stopped by its kubelet (" + cause + "), not recorded within " + kubeletCauseWait.String()
+		}
+		return false, "its kubelet's " + cause + " is not recorded yet"
+	}
 	out := outcomeOf(pod, driverContainer(placeholder))
 	if !out.Exited {
 		return true, "stopped from outside: no exit of the driver's own to read"
-	}
-	if _, restarted := restartsOf(placeholder); restarted == pod.UID {
-		return true, "its exit is counted"
 	}
 	return false, fmt.Sprintf("the driver's exit %d is not read yet", out.Code)
 }
@@ -86,7 +104,11 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	release, why := releasable(&pod, placeholder)
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	release, why := releasable(&pod, placeholder, now())
 	if !release {
 		return ctrl.Result{RequeueAfter: outcomePoll}, nil
 	}

@@ -50,10 +50,24 @@ func TestReleasable(t *testing.T) {
 		p.DeletionTimestamp = &metav1.Time{Time: t0.Add(-2 * time.Second)} // within the second it was stopped in
 		return p
 	}
+	// The kubelet stopped it for its node's shutdown and reported it Failed; the StatefulSet
+	// controller deleted it at once.
+	shutDown := func() *corev1.Pod {
+		p := exited(143)
+		p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Terminated"
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet})
+		return p
+	}
+	lost := func(cause string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Annotations[contract.AnnotationDriverLost] = `{"pod":"` + string(uid) + `","since":"2025-03-01T12:00:00Z","cause":"` + cause + `"}`
+		}
+	}
 
 	for _, tc := range []struct {
 		name        string
 		pod, app    *corev1.Pod
+		after       time.Duration // since the deletion (1s when 0)
 		release     bool
 		noFinalizer bool
 	}{
@@ -68,6 +82,11 @@ func TestReleasable(t *testing.T) {
 			p.Annotations[contract.AnnotationRestartedIncarnation] = "incarnation-0"
 		}), release: false},
 		{name: "evicted for its own storage use and deleted at once: kept until counted", pod: evicted(), app: app(nil), release: false},
+		{name: "stopped by its kubelet, its loss not recorded yet: kept", pod: shutDown(), app: app(nil), release: false},
+		{name: "stopped by its kubelet, its loss recorded as its node's: kept until the kubelet's cause is", pod: shutDown(), app: app(lost(CauseNodeLost)), release: false},
+		{name: "stopped by its kubelet, its loss recorded as a node shutdown", pod: shutDown(), app: app(lost(CauseNodeShutdown)), release: true},
+		{name: "stopped by its kubelet, not recorded for 10s: let go, the cause only is lost", pod: shutDown(), app: app(nil), after: kubeletCauseWait, release: true},
+		{name: "stopped by its kubelet after its restart was counted", pod: shutDown(), app: app(counted), release: true},
 		{name: "not driverset's to release: no finalizer", pod: func() *corev1.Pod { p := exited(1); p.Finalizers = nil; return p }(), app: nil, noFinalizer: true},
 		{name: "not deleted: kept (a live incarnation)", pod: func() *corev1.Pod { p := exited(1); p.DeletionTimestamp = nil; return p }(), app: nil, noFinalizer: true},
 	} {
@@ -78,11 +97,20 @@ func TestReleasable(t *testing.T) {
 			if tc.noFinalizer {
 				return
 			}
-			release, why := releasable(tc.pod, tc.app)
+			if tc.after == 0 {
+				tc.after = time.Second
+			}
+			release, why := releasable(tc.pod, tc.app, tc.pod.DeletionTimestamp.Add(tc.after))
 			if release != tc.release || why == "" {
 				t.Errorf("releasable = %v (%q), want %v and why", release, why, tc.release)
 			}
 		})
+	}
+	// The placeholder's pass asks it of a pod not deleted yet too (recordKubeletStop).
+	notDeleted := shutDown()
+	notDeleted.DeletionTimestamp = nil
+	if release, why := releasable(notDeleted, app(nil), t0.Add(time.Hour)); release {
+		t.Errorf("releasable = true (%q) for a pod its kubelet stopped, not deleted, its cause not recorded", why)
 	}
 }
 

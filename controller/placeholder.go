@@ -195,8 +195,9 @@ func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcom
 	opts := []client.DeleteOption{client.Preconditions{UID: &outcome.PodUID}}
 	if driver.DeletionTimestamp != nil {
 		// Deleted already; only a kubelet that is gone keeps it Terminating. The recorded exit
-		// proves the driver process ended, so force-deleting this incarnation cannot make two.
-		if !r.nodeGoneOrNotReady(ctx, driver.Spec.NodeName) {
+		// proves the driver process ended, so force-deleting this incarnation cannot make two;
+		// but not before the scheduler keeps the next one off that node (deadAndAvoided).
+		if !r.deadNodeLetsGo(ctx, driver, true) {
 			return nil
 		}
 		opts = append(opts, client.GracePeriodSeconds(0))
@@ -212,6 +213,38 @@ func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcom
 // error) while an S of the same name belongs to another owner, e.g. an earlier P of the same name
 // that the garbage collector has not finished deleting.
 func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod, names contract.Names) (*appsv1.StatefulSet, error) {
+	if sts, err := r.existing(ctx, p, names); sts != nil || err != nil {
+		return sts, err
+	}
+	// One is missing, or not P's: build them from P as the apiserver has it, since the cache
+	// keeps P without most of its spec (placeholderTransform).
+	var whole corev1.Pod
+	if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(p), &whole); err != nil {
+		return nil, err
+	}
+	if whole.UID != p.UID {
+		return nil, fmt.Errorf("placeholder %s/%s was replaced while it was reconciled", p.Namespace, p.Name)
+	}
+	return r.create(ctx, &whole, names)
+}
+
+// existing returns S when H and S both exist in the cache and are P's: what every reconcile after
+// the first finds, with nothing to build.
+func (r *Placeholder) existing(ctx context.Context, p *corev1.Pod, names contract.Names) (*appsv1.StatefulSet, error) {
+	var svc corev1.Service
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.Service}, &svc); err != nil || !metav1.IsControlledBy(&svc, p) {
+		return nil, client.IgnoreNotFound(err)
+	}
+	var sts appsv1.StatefulSet
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); err != nil || !metav1.IsControlledBy(&sts, p) {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &sts, nil
+}
+
+// create makes H and S from p, the whole placeholder, when they do not exist (create-or-get),
+// and returns S; nil while a name is another owner's.
+func (r *Placeholder) create(ctx context.Context, p *corev1.Pod, names contract.Names) (*appsv1.StatefulSet, error) {
 	svc, err := convert.ServiceNamed(p, names)
 	if err != nil {
 		return nil, err
@@ -374,8 +407,11 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 		return nil
 	}
 	old := p.Status
+	// A patch of the difference, under the optimistic lock: p is the cache's copy, without most
+	// of its spec (placeholderTransform), which an update would send back.
+	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	p.Status = want
-	if err := r.Client.Status().Update(ctx, p); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
 		return err
 	}
 	if v.Invalid != "" && !strings.Contains(old.Message, v.Invalid) {

@@ -126,7 +126,7 @@ func TestRaceLossRecordFromAStalePlaceholder(t *testing.T) {
 	h := runningCluster(t, nil, nil)
 	first := h.driver()
 	lost := t0.Add(10 * time.Minute)
-	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.setNode("node-a", corev1.ConditionUnknown, lost, unreachableTaints()...)
 	beforeLoss := h.placeholder()
 	h.now = lost.Add(time.Minute)
 	h.reconcile()
@@ -358,4 +358,33 @@ func TestReconcileLeavesAPlaceholderBeingDeleted(t *testing.T) {
 		t.Errorf("the placeholder being deleted was written: %+v", got.Status)
 	}
 	h.expectEvents(nil, nil)
+}
+
+// TestRecoveryIsToldOnceOnAStaleCache: right after driverset recorded a recovery (the Recovered
+// Event, the recovery histogram) and cleared the loss record, a second pass reads the placeholder
+// from a cache that has not seen the clearing yet. It must tell nothing twice: the record is
+// cleared under the optimistic lock first, and only that write's success tells the recovery.
+func TestRecoveryIsToldOnceOnAStaleCache(t *testing.T) {
+	reg, m := newMetrics(t)
+	h := runningCluster(t, nil, m)
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionUnknown, lost,
+		corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	h.now = lost.Add(time.Second)
+	h.reconcile()
+	h.expectEvents([]string{"Warning NodeLost", "Warning OutOfService"}, nil)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(lost.Add(5 * time.Second)))
+	h.now = lost.Add(6 * time.Second)
+	stale := h.placeholder() // still with its loss record
+	h.reconcile()
+	h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"}, nil)
+
+	h.staleCache(stale)
+	_ = h.reconcileRacing()
+	h.expectEvents(nil, nil)
+	if count, _ := histogram(t, reg, "driverset_driver_recovery_seconds", CauseOutOfService); count != 1 {
+		t.Errorf("recoveries measured = %d, want 1", count)
+	}
 }

@@ -3,12 +3,14 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -361,7 +363,7 @@ func TestReconcileFencesAfterTheNodeIsLost(t *testing.T) {
 	lost := t0.Add(10 * time.Minute)
 	first := h.driver()
 	h.setNode("node-b", corev1.ConditionTrue, t0) // one lost node of two is no zone-wide disruption
-	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.setNode("node-a", corev1.ConditionUnknown, lost, unreachableTaints()...)
 
 	h.now = lost.Add(time.Minute)
 	res := h.reconcile()
@@ -658,23 +660,7 @@ func TestReconcileClearsExecutorsOnAProvenDownNode(t *testing.T) {
 	h.setNode("node-dead", corev1.ConditionUnknown, t0)
 	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
 	const oldDriver = types.UID("5d1f0c8e-old-incarnation")
-	yes := true
-	executor := func(name, node string) {
-		t.Helper()
-		e := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: h.p.Namespace,
-				Labels: map[string]string{contract.LabelSparkAppSelector: app, contract.LabelSparkRole: contract.RoleExecutor},
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: oldDriver, Controller: &yes,
-				}},
-			},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
-		}
-		if err := h.c.Create(h.ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	executor := func(name, node string) { h.makeExecutor(name, node, app, h.names.DriverPodName(), oldDriver) }
 
 	t.Run("node deleted or out of service: force-deleted, gate lifted at once", func(t *testing.T) {
 		executor("pi-exec-1", "node-gone") // no such Node
@@ -736,12 +722,12 @@ func TestReconcileFinalStatusSurvivesAFailedWrite(t *testing.T) {
 	h.setDriverStatus(exitedStatus(0, h.now.Add(-time.Second)))
 	failed := false
 	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			if obj.GetName() == h.p.Name && !failed {
 				failed = true
 				return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, obj.GetName(), errors.New("the object has been modified"))
 			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	})
 	if _, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p}); err == nil {
@@ -804,7 +790,7 @@ func TestReconcileFencesOnNoStaleCache(t *testing.T) {
 	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "1m"}, nil)
 	lost := t0.Add(10 * time.Minute)
 	h.setNode("node-b", corev1.ConditionTrue, t0)
-	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.setNode("node-a", corev1.ConditionUnknown, lost, unreachableTaints()...)
 	stale := &corev1.Node{}
 	if err := h.c.Get(h.ctx, types.NamespacedName{Name: "node-a"}, stale); err != nil {
 		t.Fatal(err)
@@ -877,7 +863,7 @@ func TestReconcileFenceAfterZeroTurnsFencingOff(t *testing.T) {
 	h.r.FenceAfter = time.Minute
 	lost := t0.Add(10 * time.Minute)
 	h.setNode("node-b", corev1.ConditionTrue, t0)
-	h.setNode("node-a", corev1.ConditionUnknown, lost, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	h.setNode("node-a", corev1.ConditionUnknown, lost, unreachableTaints()...)
 	h.now = lost.Add(time.Hour)
 	h.reconcile()
 	if got := h.forcedDeletions(); len(got) != 0 {
@@ -918,7 +904,14 @@ func TestReconcileRestartOnADeadNode(t *testing.T) {
 	if d := h.driver(); d == nil || d.DeletionTimestamp == nil || len(h.forcedDeletions()) != 0 {
 		t.Fatalf("want the failed incarnation deleted gracefully, deletions %+v", h.deletes)
 	}
-	h.setNode("node-a", corev1.ConditionUnknown, h.now, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	// Not Ready, but not yet tainted by the node lifecycle controller: the scheduler would still
+	// place the next incarnation there, on a node that runs nothing. Not yet.
+	h.setNode("node-a", corev1.ConditionUnknown, h.now)
+	h.reconcile()
+	if got := h.forcedDeletions(); len(got) != 0 {
+		t.Fatalf("force-deleted %v on a node the scheduler does not avoid yet", got)
+	}
+	h.setNode("node-a", corev1.ConditionUnknown, h.now, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule})
 	h.now = h.now.Add(time.Minute)
 	h.reconcile()
 	if got := h.forcedDeletions(); strings.Join(got, ",") != "Pod/"+h.names.DriverPodName() {
@@ -977,9 +970,15 @@ func TestReconcileCorrectsReplicas(t *testing.T) {
 	for _, n := range []int32{2, 0} {
 		h := runningCluster(t, nil, nil)
 		scale(h, n)
+		template := h.statefulSet().Spec.Template
 		h.reconcile()
 		if r := h.statefulSet().Spec.Replicas; *r != 1 {
 			t.Errorf("replicas %d: corrected to %d, want 1", n, *r)
+		}
+		// The reconciler reads the StatefulSet from a cache that drops its template: the
+		// correction must change replicas alone.
+		if got := h.statefulSet().Spec.Template; !equality.Semantic.DeepEqual(got, template) {
+			t.Errorf("replicas %d: the correction changed the pod template (%d containers, want %d)", n, len(got.Spec.Containers), len(template.Spec.Containers))
 		}
 		h.expectEvents([]string{"Warning ReplicasCorrected"}, map[string][]string{"ReplicasCorrected": {h.names.StatefulSet}})
 	}
@@ -1047,5 +1046,47 @@ func TestReconcileGateLiftIsForTheIncarnationDecided(t *testing.T) {
 	_, _ = h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p})
 	if d := h.driver(); d.UID != b.UID || !convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
 		t.Errorf("incarnation %s gates %v: the gate was lifted by a decision made for %s", d.UID, d.Spec.SchedulingGates, a.UID)
+	}
+}
+
+// TestReconcileBuildsFromTheWholePlaceholder: the cache keeps a placeholder without most of its
+// spec (placeholderTransform); the StatefulSet is built from the placeholder as it is stored, so
+// S-0 gets the driver's environment, volumes and recorded resources.
+func TestReconcileBuildsFromTheWholePlaceholder(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	stored := h.placeholder()
+	i, err := convert.DriverContainerIndex(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := h.statefulSet().Spec.Template.Spec
+	var driver *corev1.Container
+	for j := range tmpl.Containers {
+		if tmpl.Containers[j].Name == stored.Spec.Containers[i].Name {
+			driver = &tmpl.Containers[j]
+		}
+	}
+	if driver == nil {
+		t.Fatalf("S-0's template has no container %s", stored.Spec.Containers[i].Name)
+	}
+	if len(stored.Spec.Containers[i].Env) == 0 || len(stored.Spec.Volumes) == 0 {
+		t.Fatal("the fixture has no env or no volumes: the test proves nothing")
+	}
+	for _, e := range stored.Spec.Containers[i].Env {
+		if !slices.ContainsFunc(driver.Env, func(got corev1.EnvVar) bool { return got.Name == e.Name }) {
+			t.Errorf("S-0's driver container lacks the placeholder's env %s", e.Name)
+		}
+	}
+	for _, v := range stored.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "kube-api-access-") {
+			continue // the apiserver's token volume: S-0 gets its own
+		}
+		if !slices.ContainsFunc(tmpl.Volumes, func(got corev1.Volume) bool { return got.Name == v.Name }) {
+			t.Errorf("S-0's template lacks the placeholder's volume %s", v.Name)
+		}
+	}
+	if len(driver.Resources.Requests) == 0 {
+		t.Error("S-0's driver container has no resource requests: the recorded resources were not applied")
 	}
 }

@@ -43,33 +43,22 @@ func lostOf(p *corev1.Pod) *lostRecord {
 func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *corev1.Pod, fenceAfter time.Duration) (string, time.Duration, error) {
 	now := r.now()
 	rec := lostOf(p)
-	var node *corev1.Node
-	if driver != nil && driver.Spec.NodeName != "" {
-		node = &corev1.Node{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return "", 0, err
-			}
-			node = nil
-		}
-	}
-	zone, err := r.zoneOf(ctx, node, fenceAfter)
-	if err != nil {
-		return "", 0, err
-	}
-	hb, err := r.heartbeatOf(ctx, driver, driverContainer(p), false)
-	if err != nil {
-		return "", 0, err
-	}
-	loss := assessNode(driver, node, zone, fenceAfter, hb, now)
-	if loss.Fence {
-		// The cache may be behind a node that came back, or a heartbeat that was renewed: decide
-		// again on the Node and the Lease as they are now.
-		if loss, err = r.assessLive(ctx, p, driver, zone, fenceAfter, now); err != nil {
+	cause, since, stoppedOutside := stoppedFromOutside(driver)
+	// live holds the Nodes read from the apiserver in this pass (nil: NotFound).
+	live := map[string]*corev1.Node{}
+	var loss NodeLoss
+	kubeletCause, kubeletSince, byKubelet := endedByItsKubelet(driver)
+	if byKubelet {
+		// Its kubelet stopped it and said so: nothing of it runs, whatever its node's state now
+		// (a kubelet marks a node that shuts down not Ready), so there is no node loss to wait
+		// out or fence, and the kubelet's reason is the cause.
+		cause, since = kubeletCause, kubeletSince
+	} else {
+		var err error
+		if loss, err = r.assessLoss(ctx, p, driver, fenceAfter, now, live); err != nil {
 			return "", 0, err
 		}
 	}
-	cause, since, stoppedOutside := stoppedFromOutside(driver)
 	switch {
 	case loss.Lost:
 		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause || rec.Fencing != loss.fencing() {
@@ -86,9 +75,10 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			}
 		}
 		if loss.Fence {
+			r.dropExecutorsOf(ctx, p, driver, live)
 			// Let it go with the deletion, when releasable allows (no exit of its own to keep),
 			// rather than one reconcile of Outcomes later, which the recovery would wait for.
-			if release, _ := releasable(driver, p); release {
+			if release, _ := releasable(driver, p, r.now()); release {
 				if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
 					return "", 0, err
 				}
@@ -107,25 +97,88 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 	case rec != nil && driver != nil && driver.UID == rec.Pod && running(driver):
 		// The node is Ready again and the same pod still runs: nothing was lost after all.
 		return "", 0, r.recordLoss(ctx, p, nil)
+	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != cause: // byKubelet: driver is not nil
+		// Seen lost first (its node not Ready as the shutdown began), then told by its kubelet
+		// why it stopped: that is the cause.
+		return "", 0, r.recordKubeletStop(ctx, p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause})
 	case rec == nil && stoppedOutside:
 		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
 		// node shutdown): also a recovery to measure.
 		if since.IsZero() {
 			since = now
 		}
-		return "", 0, r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: since, Cause: cause})
+		rec := &lostRecord{Pod: driver.UID, Since: since, Cause: cause}
+		if byKubelet {
+			return "", 0, r.recordKubeletStop(ctx, p, driver, rec)
+		}
+		return "", 0, r.recordLoss(ctx, p, rec)
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := runningSince(driver).Sub(rec.Since)
 		if took < 0 {
 			took = 0
 		}
+		// The record is cleared first, under the optimistic lock, and the recovery told only once
+		// that write succeeded: a second pass on a cache that has not seen the clearing yet fails
+		// there and tells nothing twice (neither the Event nor the histogram).
+		if err := r.recordLoss(ctx, p, nil); err != nil {
+			return "", 0, err
+		}
 		r.Metrics.recovered(rec.Cause, took)
 		r.event(p, driver, corev1.EventTypeNormal, "Recovered",
 			"the driver runs again in pod %s on node %s, %.1fs after it was lost (%s)",
 			podRef(driver), driver.Spec.NodeName, took.Seconds(), rec.Cause)
-		return "", 0, r.recordLoss(ctx, p, nil)
+		return "", 0, nil
 	}
 	return "", 0, nil
+}
+
+// recordKubeletStop records the loss of a driver its kubelet stopped and, when that pod is already
+// deleted and held for driverset (releasable waits for this record), lets it go in the same pass
+// rather than one reconcile of Outcomes later, which the next incarnation would wait for.
+func (r *Placeholder) recordKubeletStop(ctx context.Context, p, driver *corev1.Pod, rec *lostRecord) error {
+	if err := r.recordLoss(ctx, p, rec); err != nil {
+		return err
+	}
+	if !held(driver) {
+		return nil
+	}
+	if release, _ := releasable(driver, p, r.now()); release {
+		if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// assessLoss is assessNode on the driver's node as the cache has it and, when that says fence,
+// again on the Node and the heartbeat as the apiserver has them now (kept in live).
+func (r *Placeholder) assessLoss(ctx context.Context, p, driver *corev1.Pod, fenceAfter time.Duration, now time.Time,
+	live map[string]*corev1.Node) (NodeLoss, error) {
+	var node *corev1.Node
+	if driver != nil && driver.Spec.NodeName != "" {
+		node = &corev1.Node{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return NodeLoss{}, err
+			}
+			node = nil
+		}
+	}
+	zone, err := r.zoneOf(ctx, node, fenceAfter)
+	if err != nil {
+		return NodeLoss{}, err
+	}
+	hb, err := r.heartbeatOf(ctx, driver, driverContainer(p), false)
+	if err != nil {
+		return NodeLoss{}, err
+	}
+	loss := assessNode(driver, node, zone, fenceAfter, hb, now)
+	if !loss.Fence {
+		return loss, nil
+	}
+	// The cache may be behind a node that came back, or a heartbeat that was renewed: decide
+	// again on the Node and the Lease as they are now.
+	return r.assessLive(ctx, p, driver, zone, fenceAfter, now, live)
 }
 
 // forceDeleted records why the driver pod was force-deleted: what proved its node down.
@@ -167,8 +220,10 @@ func (r *Placeholder) zoneOf(ctx context.Context, node *corev1.Node, fenceAfter 
 	return zoneOf(node, nodes.Items), nil
 }
 
-// assessLive assesses the driver's node as the apiserver has it now.
-func (r *Placeholder) assessLive(ctx context.Context, p, driver *corev1.Pod, zone Zone, fenceAfter time.Duration, now time.Time) (NodeLoss, error) {
+// assessLive assesses the driver's node as the apiserver has it now, and keeps what it read in
+// live.
+func (r *Placeholder) assessLive(ctx context.Context, p, driver *corev1.Pod, zone Zone, fenceAfter time.Duration, now time.Time,
+	live map[string]*corev1.Node) (NodeLoss, error) {
 	node := &corev1.Node{}
 	if err := r.apiReader().Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -176,6 +231,7 @@ func (r *Placeholder) assessLive(ctx context.Context, p, driver *corev1.Pod, zon
 		}
 		node = nil
 	}
+	live[driver.Spec.NodeName] = node
 	hb, err := r.heartbeatOf(ctx, driver, driverContainer(p), true)
 	if err != nil {
 		return NodeLoss{}, err

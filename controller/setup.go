@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,12 +58,46 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 		Named("placeholder").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		WatchesRawSource(source.Kind(placeholders, &corev1.Pod{}, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{}, isPlaceholder)).
-		Watches(&appsv1.StatefulSet{}, ownedByPod).
+		Watches(&appsv1.StatefulSet{}, ownedByPod, builder.WithPredicates(statefulSetChanged())).
 		Watches(&corev1.Service{}, ownedByPod).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfDriverPod), builder.WithPredicates(isDriverPod)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfExecutor), builder.WithPredicates(executorGone)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode), builder.WithPredicates(nodeHealthChanged())).
 		Complete(watchRetries{r})
+}
+
+// statefulSetChanged passes the StatefulSet events the placeholder reconciler decides on: its
+// creation and deletion, and a change to its spec (generation), labels, annotations or owner. Its
+// status, the StatefulSet controller's account of S-0, which the reconciler watches itself, changes
+// two or three times per app on a node loss; each would be a reconcile that finds nothing new,
+// and on a node that held many drivers those delay the ones that matter.
+func statefulSetChanged() predicate.Predicate {
+	ownerChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
+	}}
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+		predicate.AnnotationChangedPredicate{}, ownerChanged)
+}
+
+// nodeHealthChanged passes the Node events that the node-loss decision (assessNode) reads: a
+// Node made or deleted, its Ready condition's status, its taints. A kubelet's status heartbeat
+// changes none of them, and each would reconcile every driver on the node.
+func nodeHealthChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, oldOK := e.ObjectOld.(*corev1.Node)
+		now, nowOK := e.ObjectNew.(*corev1.Node)
+		if !oldOK || !nowOK {
+			return true
+		}
+		return readyStatus(old) != readyStatus(now) || !equality.Semantic.DeepEqual(old.Spec.Taints, now.Spec.Taints)
+	}}
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	if c := nodeReady(n); c != nil {
+		return c.Status
+	}
+	return ""
 }
 
 const indexNodeName = "spec.nodeName"

@@ -196,6 +196,18 @@ func TestExecutor(t *testing.T) {
 			urls: map[string]string{"spark-kubernetes-executor": "spark://10.244.1.7:7078"}, owners: []metav1.OwnerReference{s0}},
 		{name: "no port is left", pod: executor35("spark://CoarseGrainedScheduler@10.244.1.7", s0), want: urlUnchanged,
 			urls: map[string]string{"spark-kubernetes-executor": "spark://CoarseGrainedScheduler@10.244.1.7"}, owners: []metav1.OwnerReference{s0}},
+		{name: "the lowest port, 1, is kept",
+			pod:  executor35("spark://CoarseGrainedScheduler@10.244.1.7:1", s0),
+			urls: map[string]string{"spark-kubernetes-executor": strings.Replace(exStableURL, ":7078", ":1", 1)}, owners: []metav1.OwnerReference{s0}},
+		{name: "the highest port, 65535, is kept",
+			pod:  executor35("spark://CoarseGrainedScheduler@10.244.1.7:65535", s0),
+			urls: map[string]string{"spark-kubernetes-executor": strings.Replace(exStableURL, ":7078", ":65535", 1)}, owners: []metav1.OwnerReference{s0}},
+		{name: "port 0 is left", pod: executor35("spark://CoarseGrainedScheduler@10.244.1.7:0", s0), want: urlUnchanged,
+			urls: map[string]string{"spark-kubernetes-executor": "spark://CoarseGrainedScheduler@10.244.1.7:0"}, owners: []metav1.OwnerReference{s0},
+			reason: "has no valid port"},
+		{name: "a fragment is left", pod: executor35("spark://CoarseGrainedScheduler@10.244.1.7:7078#x", s0), want: urlUnchanged,
+			urls: map[string]string{"spark-kubernetes-executor": "spark://CoarseGrainedScheduler@10.244.1.7:7078#x"}, owners: []metav1.OwnerReference{s0},
+			reason: "is not spark://"},
 		{name: "a port out of range is left", pod: executor35("spark://CoarseGrainedScheduler@10.244.1.7:70780", s0), want: urlUnchanged,
 			urls: map[string]string{"spark-kubernetes-executor": "spark://CoarseGrainedScheduler@10.244.1.7:70780"}, owners: []metav1.OwnerReference{s0},
 			reason: "no valid port"},
@@ -209,12 +221,26 @@ func TestExecutor(t *testing.T) {
 			o.APIVersion, o.Kind = "batch/v1", "Job"
 			return o
 		}()), want: refused, reason: `controlled by batch/v1 Job "nightly", not by a pod`},
+		// Either half of "a core v1 Pod" missing is enough to refuse: a v1 kind that is no Pod, and
+		// a kind named Pod in another API group.
+		{name: "an executor controlled by a v1 ReplicationController is refused", pod: executor35(exSparkSvc, func() metav1.OwnerReference {
+			o := podOwner("rc", "uid-rc")
+			o.Kind = "ReplicationController"
+			return o
+		}()), want: refused, reason: `controlled by v1 ReplicationController "rc", not by a pod`},
+		{name: "an executor controlled by a Pod of another API group is refused", pod: executor35(exSparkSvc, func() metav1.OwnerReference {
+			o := podOwner("pod-like", "uid-pod-like")
+			o.APIVersion = "example.com/v1"
+			return o
+		}()), want: refused, reason: `controlled by example.com/v1 Pod "pod-like", not by a pod`},
 		{name: "another app's driver (no driverset label) is refused", pod: executor35(exSparkSvc, placeholder),
 			driver: func(d *corev1.Pod) { delete(d.Labels, contract.LabelDriver) }, want: refused, reason: "is not a driver pod run by driverset"},
 		{name: "a driverset executor as the driver is refused", pod: executor35(exSparkSvc, placeholder),
 			driver: func(d *corev1.Pod) { d.Labels[contract.LabelSparkRole] = contract.RoleExecutor }, want: refused, reason: "is not a driver pod run by driverset"},
 		{name: "a driver pod without a UID is refused", pod: executor35(exSparkSvc, placeholder),
 			driver: func(d *corev1.Pod) { d.UID = "" }, want: refused, reason: "is not persisted"},
+		{name: "a driver pod without a namespace is refused", pod: executor35(exSparkSvc, placeholder),
+			driver: func(d *corev1.Pod) { d.Namespace = "" }, want: refused, reason: "is not persisted"},
 		{name: "a driver in another namespace is refused", pod: executor35(exSparkSvc, placeholder),
 			driver: func(d *corev1.Pod) { d.Namespace = "elsewhere" }, want: refused, reason: "different namespaces"},
 	}

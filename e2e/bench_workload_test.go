@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -319,17 +318,12 @@ func setUnschedulable(ctx context.Context, name string, cordon bool) error {
 // slow recovery of many drivers spends its time.
 func controllerCounters(b *testing.B) map[string]float64 {
 	b.Helper()
-	resp, err := http.Get(bed.driverset.MetricsURL)
-	if err != nil {
-		b.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
+	code, body, err := harness.Scrape(context.Background(), bed.driverset.MetricsURL, bed.metricsToken)
+	if err != nil || code != http.StatusOK {
+		b.Fatalf("metrics: %d %v", code, err)
 	}
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.Contains(line, `"placeholder"`) || !slices.ContainsFunc([]string{"workqueue_adds_total", "workqueue_retries_total",
 			"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum",
 			"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total"}, func(m string) bool { return strings.HasPrefix(line, m+"{") }) {

@@ -279,13 +279,19 @@ func (r *chaosRun) deleteNode(ctx context.Context, node string) error {
 	return nil
 }
 
-// addNode adds a fresh node to the test bed and the ledger.
+// addNode adds a fresh node to the test bed and the ledger. An attempt that meets the control
+// plane's own faults (the run restarts the apiserver) is tried again under a new name: the test bed
+// removes what the failed one made.
 func (r *chaosRun) addNode(ctx context.Context) {
-	r.mu.Lock()
-	r.nextNod++
-	name := fmt.Sprintf("kwok-chaos-%d-%d", time.Now().Unix()%100000, r.nextNod)
-	r.mu.Unlock()
-	if err := bed.cluster.AddNode(ctx, name); err != nil {
+	var name string
+	err := retryFaults(ctx, func() error {
+		r.mu.Lock()
+		r.nextNod++
+		name = fmt.Sprintf("kwok-chaos-%d-%d", time.Now().Unix()%100000, r.nextNod)
+		r.mu.Unlock()
+		return bed.cluster.AddNode(ctx, name)
+	})
+	if err != nil {
 		r.t.Errorf("chaos: add node %s: %v", name, err)
 		return
 	}

@@ -30,6 +30,9 @@ type env struct {
 	dir       string
 	// metricsToken is a ServiceAccount token bound to driverset-metrics-reader: /metrics needs it.
 	metricsToken string
+	// runtimeEnv is the Go runtime settings install.yaml's Deployment gives driverset (GOGC):
+	// every driverset the harness runs has them, and the memory benchmark measures them.
+	runtimeEnv []string
 }
 
 var bed env //nolint:gochecknoglobals // TestMain's shared test bed: one control plane for all scenarios.
@@ -93,6 +96,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: metrics token:", err)
 		return 1
 	}
+	if bed.runtimeEnv, err = installedRuntimeEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: install.yaml:", err)
+		return 1
+	}
 	if bed.driverset, err = startDriverset(ctx, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -133,18 +140,41 @@ func afterRun(mon *harness.Monitor, dir string) bool {
 	for _, p := range panics {
 		fail("driverset panicked (controller-runtime recovered it): %s", p)
 	}
-	fmt.Fprintf(os.Stderr, "e2e: invariant monitor saw %d driver pod events, %d violations; %d panics in driverset's logs\n",
-		mon.Events(""), len(mon.Violations("")), len(panics))
+	restarts, err := harness.Restarts(dir)
+	if err != nil {
+		fail("reading driverset's logs for restarts: %v", err)
+	}
+	for _, r := range restarts {
+		fmt.Fprintf(os.Stderr, "e2e: driverset was started again: %s\n", r)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: invariant monitor saw %d driver pod events, %d violations; %d panics in driverset's logs; driverset started again %d times after exiting on its own\n",
+		mon.Events(""), len(mon.Violations("")), len(panics), len(restarts))
 	return ok
+}
+
+// installedRuntimeEnv is the plain environment install.yaml's Deployment gives driverset.
+func installedRuntimeEnv() ([]string, error) {
+	f, err := os.Open(filepath.Join("..", "install.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return harness.DeploymentEnv(f)
 }
 
 // startDriverset starts `driverset serve` against the test bed, on the port of prev when given
 // (the webhook configuration names that port).
 func startDriverset(ctx context.Context, prev *harness.Driverset) (*harness.Driverset, error) {
+	return startDriversetWithEnv(ctx, prev, bed.runtimeEnv)
+}
+
+// startDriversetWithEnv is startDriverset with another Go runtime environment than the installed
+// one (the memory benchmark's comparison).
+func startDriversetWithEnv(ctx context.Context, prev *harness.Driverset, env []string) (*harness.Driverset, error) {
 	// driverset runs as its own ServiceAccount, with the manifests' RBAC: a permission missing
 	// there fails the scenarios that need it.
 	o := harness.Options{Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: bed.dir, Args: driversetArgs,
-		ServiceAccount: "driverset-system/driverset", Metrics: true}
+		ServiceAccount: "driverset-system/driverset", Metrics: true, Restart: true, Env: env}
 	if prev != nil {
 		o.Port, o.CA = prev.Port, prev.CA
 	}

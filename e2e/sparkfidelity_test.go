@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,43 +149,101 @@ func dumpOnFailure(t *testing.T, ns string) {
 	})
 }
 
-// Spark 2.4 starts a PySpark driver with driver-py (and an R driver with driver-r), its file in the
-// env: driverset converts it like any driver, and the JVM in S-0 runs PythonRunner on that file,
-// at its own pod's name and the stable host.
+// Spark 2.4 starts a PySpark driver with driver-py, its file (local:// stripped) and arguments in
+// the env: driverset converts it like any driver, and the JVM in S-0 runs PythonRunner on that
+// file, at its own pod's name and the stable host.
 func TestSpark24PySparkDriverIsConverted(t *testing.T) {
+	a := app("", "pypi")
+	a.PyFile = "local:///opt/app/pi.py"
+	a.AppArgs = []string{"100"}
+	spark24NonJVMDriverIsConverted(t, a, spark24Binding{entry: "driver-py", runner: sparksim.PythonRunner,
+		primary: "/opt/app/pi.py", env: []string{"PYSPARK_PRIMARY", "PYSPARK_MAJOR_PYTHON_VERSION", "PYSPARK_APP_ARGS", "PYSPARK_FILES"}})
+}
+
+// The same for Spark 2.4's R driver: driver-r, the file in R_PRIMARY and the arguments in
+// R_APP_ARGS; the JVM in S-0 runs RRunner on that file with those arguments.
+func TestSpark24RDriverIsConverted(t *testing.T) {
+	a := app("", "rpi")
+	a.RFile = "local:///opt/app/pi.R"
+	a.AppArgs = []string{"10", "20"}
+	spark24NonJVMDriverIsConverted(t, a, spark24Binding{entry: "driver-r", runner: sparksim.RRunner,
+		primary: "/opt/app/pi.R", env: []string{"R_PRIMARY", "R_APP_ARGS"}})
+}
+
+// spark24Binding is what Spark 2.4's PySpark or R binding step makes of an app: the entry
+// command, the runner class, the file the in-pod spark-submit gets, and the env that carries them.
+type spark24Binding struct {
+	entry, runner, primary string
+	env                    []string
+}
+
+// spark24NonJVMDriverIsConverted submits a (a 2.4 PySpark or R app, opted in) and checks that the
+// pod is admitted as the placeholder; that S-0 keeps the entry command with driverset's two
+// --conf right after it and then Spark's own args, and carries the binding env unchanged; that
+// the driver JVM there runs the runner on the file at its own pod and the stable name; and that
+// spark-submit sees the application complete.
+func spark24NonJVMDriverIsConverted(t *testing.T, a sparksim.App, want spark24Binding) {
+	t.Helper()
 	ctx := context.Background()
 	ns := namespace(t, nil)
 	dumpOnFailure(t, ns)
-	a := app(ns, "pypi")
-	a.Version = sparksim.Spark24
-	a.PyFile = "local:///opt/app/pi.py"
-	a.AppArgs = []string{"100"}
+	a.Namespace, a.Version = ns, sparksim.Spark24
 	s := submit(t, a)
-	if got := s.plan.DriverPod.Spec.Containers[0].Args[0]; got != "driver-py" {
-		t.Fatalf("Spark 2.4's PySpark driver starts with %q, want driver-py", got)
+	sent := s.plan.DriverPod.Spec.Containers[0]
+	if sent.Args[0] != want.entry {
+		t.Fatalf("Spark 2.4's driver starts with %q, want %s", sent.Args[0], want.entry)
+	}
+	p := getPod(t, ns, s.plan.DriverPodName)
+	if p.Labels[contract.LabelPlaceholder] != "true" || !convert.HasGate(&p.Spec, contract.GatePlaceholder) {
+		t.Fatalf("the driver pod was not admitted as a gated placeholder: labels %v, gates %v", p.Labels, p.Spec.SchedulingGates)
 	}
 	names := contract.NamesFor(s.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
-	if got := d0.Spec.Containers[0].Args[0]; got != "driver-py" {
-		t.Errorf("the StatefulSet's driver starts with %q, want driver-py kept", got)
+	i := slices.IndexFunc(d0.Spec.Containers, func(c corev1.Container) bool { return c.Name == contract.DriverContainerName })
+	if i < 0 {
+		t.Fatalf("%s has no %s container", d0.Name, contract.DriverContainerName)
 	}
+	ran := d0.Spec.Containers[i]
+	wantArgs := append([]string{want.entry,
+		"--conf", "spark.kubernetes.driver.pod.name=$(" + contract.EnvPodName + ")",
+		"--conf", "spark.driver.host=" + names.DriverHost(ns)}, sent.Args[1:]...)
+	if !slices.Equal(ran.Args, wantArgs) {
+		t.Errorf("%s's driver args %q, want %q", d0.Name, ran.Args, wantArgs)
+	}
+	for _, name := range want.env {
+		sentVar, ranVar := envVar(sent.Env, name), envVar(ran.Env, name)
+		if sentVar == nil || ranVar == nil || !equality.Semantic.DeepEqual(sentVar, ranVar) {
+			t.Errorf("env %s: Spark sent %+v, %s has %+v; want it sent and carried unchanged", name, sentVar, d0.Name, ranVar)
+		}
+	}
+
 	drv, err := sparksim.StartDriver(ctx, kube(), ns, d0.Name)
 	if err != nil {
 		t.Fatalf("the driver did not start in %s: %v", d0.Name, err)
 	}
-	if drv.MainClass() != sparksim.PythonRunner || drv.Primary() != a.PyFile {
-		t.Errorf("the driver runs %s on %s, want %s on %s", drv.MainClass(), drv.Primary(), sparksim.PythonRunner, a.PyFile)
+	if drv.MainClass() != want.runner || drv.Primary() != want.primary || !slices.Equal(drv.AppArgs(), a.AppArgs) {
+		t.Errorf("the driver runs %s on %s %q, want %s on %s %q", drv.MainClass(), drv.Primary(), drv.AppArgs(), want.runner, want.primary, a.AppArgs)
 	}
 	if drv.OwnPod().UID != d0.UID {
 		t.Errorf("the driver found pod %s, want its own pod %s", drv.OwnPod().Name, d0.Name)
 	}
-	if got, want := drv.Conf()["spark.driver.host"], names.DriverHost(ns); got != want {
-		t.Errorf("spark.driver.host = %q, want the stable name %q", got, want)
+	if got, wantHost := drv.Conf()["spark.driver.host"], names.DriverHost(ns); got != wantHost {
+		t.Errorf("spark.driver.host = %q, want the stable name %q", got, wantHost)
 	}
 	exitDriver(t, d0, 0)
 	if res := s.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded || res.ExitCode != 0 {
 		t.Errorf("spark-submit: final phase %s, exit code %d; want Succeeded, 0", res.FinalPhase, res.ExitCode)
 	}
+}
+
+// envVar is the variable called name in env, or nil.
+func envVar(env []corev1.EnvVar, name string) *corev1.EnvVar {
+	for i := range env {
+		if env[i].Name == name {
+			return &env[i]
+		}
+	}
+	return nil
 }
 
 // testLog sends spark-submit's lines to the test log.

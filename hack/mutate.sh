@@ -2,11 +2,14 @@
 # Mutation testing with gremlins (pinned, run from the Go module proxy; not a dependency of the
 # module), over PKGS (default: convert webhook controller wrap), and a score per package.
 #
-#   hack/mutate.sh          the files of PKGS changed since the merge-base of SINCE (default main)
-#                           and the working tree, untracked ones included: on a branch, what it
-#                           adds; on main, what is not committed yet. Minutes: the habit before a
-#                           commit.
-#   hack/mutate.sh all      every line of PKGS, one package at a time. Hours on 2 cores.
+#   hack/mutate.sh          (make mutate-changed) the files of PKGS changed since the merge-base
+#                           of SINCE (default main) and the working tree, untracked ones included:
+#                           on a branch, what it adds; on main, what is not committed yet. Minutes
+#                           for a file or two.
+#   hack/mutate.sh all      (make mutate-all) every line of PKGS, one package at a time. Hours on
+#                           2 cores.
+#
+# `make mutate` is the sampler instead (hack/mutsample): a score for every package in minutes.
 #
 # Prints the mutants that lived and a score per package; exits 1 when one lived.
 set -euo pipefail

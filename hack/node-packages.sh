@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test bed's real nodes run with: runc (the OCI runtime
 # containerd calls), iptables (kube-proxy's rules, inside each node's own network namespace),
-# conntrack, and iproute2/util-linux for the namespaces. Everything else a real node runs is
+# conntrack, iproute2/util-linux for the namespaces, and dbus-daemon (a node's private system bus for
+# its graceful shutdown, e2e/testbed/logind.go). Everything else a real node runs is
 # built from the Go module proxy by hack/testbed-build.sh. Needs root; does nothing when all are
 # there already.
 set -euo pipefail
 need=()
-for pair in runc:runc iptables:iptables conntrack:conntrack ip:iproute2 nsenter:util-linux unshare:util-linux; do
+for pair in runc:runc iptables:iptables conntrack:conntrack ip:iproute2 nsenter:util-linux unshare:util-linux dbus-daemon:dbus-daemon; do
   command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
 done
 if [[ ${#need[@]} -eq 0 ]]; then

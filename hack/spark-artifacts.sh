@@ -16,8 +16,8 @@
 #
 # The same folders serve spark-submit on the host (SPARK_HOME=spark-<v>-r<recipe>) and the image
 # the nodes run. A part that is complete (its .done stamp exists) is reused as is. Cold: about
-# a minute for the JRE and half a minute per Spark version; needs root (mmdebstrap), Maven and
-# Debian's mirror.
+# a minute for the JRE, half a minute per Spark version and 20-30 s per PySpark version (its
+# sdist is 300-450 MB); needs root (mmdebstrap), Maven, PyPI and Debian's mirror.
 #
 # Environment: DRIVERSET_SPARK_CACHE (default ~/.cache/driverset-spark).
 set -euo pipefail
@@ -109,7 +109,11 @@ for v in $PYSPARK_VERSIONS; do
   log "fetching PySpark $v and py4j $py4j from PyPI"
   pip download --quiet --no-deps --no-binary :all: "pyspark==$v" -d "$dir/dl" >&2
   pip download --quiet --no-deps --only-binary :all: "py4j==$py4j" -d "$dir/dl" >&2
-  tar -xzf "$dir/dl/pyspark-$v.tar.gz" -C "$dir/dl" "pyspark-$v/pyspark"
+  # Naming the sdist's own py4j source zip makes tar fail unless py4j is the version Spark ships.
+  tar -xzf "$dir/dl/pyspark-$v.tar.gz" -C "$dir/dl" "pyspark-$v/pyspark" "pyspark-$v/lib/py4j-$py4j-src.zip" || {
+    log "PySpark $v's sdist lacks pyspark/ or lib/py4j-$py4j-src.zip: is $py4j_var the py4j it ships?"
+    exit 1
+  }
   mv "$dir/dl/pyspark-$v/pyspark" "$dir/stage/opt/spark/python/"
   python3 -m zipfile -e "$dir/dl"/py4j-"$py4j"-*.whl "$dir/dl/py4j"
   mv "$dir/dl/py4j/py4j" "$dir/stage/opt/spark/python/"

@@ -108,6 +108,10 @@ func TestExecutorDecides(t *testing.T) {
 		{name: "controlled by a ReplicaSet", pod: func(p *corev1.Pod) {
 			p.OwnerReferences[0].APIVersion, p.OwnerReferences[0].Kind = "apps/v1", "ReplicaSet"
 		}, want: unchanged, message: "not owned by a driver pod"},
+		{name: "controlled by a v1 kind that is no Pod", pod: func(p *corev1.Pod) { p.OwnerReferences[0].Kind = "ReplicationController" },
+			want: unchanged, message: "not owned by a driver pod"},
+		{name: "controlled by a Pod of another API group", pod: func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "example.com/v1" },
+			want: unchanged, message: "not owned by a driver pod"},
 		{name: "a non-controller reference to the placeholder is no owner", pod: func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil },
 			want: unchanged, message: "not owned by a driver pod"},
 		{name: "owned by a driverset executor, not a driver", pod: func(p *corev1.Pod) {
@@ -214,6 +218,16 @@ func TestIncarnationDecides(t *testing.T) {
 			p.Labels[appsv1.PodIndexLabel] = "1"
 			delete(p.Labels, contract.LabelSparkAppSelector)
 		}, want: denied, message: "one driver per app"},
+		{name: "no ordinal label (not a StatefulSet's pod): held as usual", pod: func(p *corev1.Pod) { delete(p.Labels, appsv1.PodIndexLabel) },
+			want: patchedOK, message: "held by scheduling gate"},
+		{name: "ordinal 1 of a driver driverset does not run: left alone", pod: func(p *corev1.Pod) {
+			p.Labels[appsv1.PodIndexLabel] = "1"
+			p.Labels[contract.LabelDriver] = ""
+		}, want: unchanged, message: "not a driver pod run by driverset"},
+		{name: "ordinal 1 of an executor: left alone", pod: func(p *corev1.Pod) {
+			p.Labels[appsv1.PodIndexLabel] = "1"
+			p.Labels[contract.LabelSparkRole] = contract.RoleExecutor
+		}, want: unchanged, message: "not a Spark driver pod"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +277,9 @@ func TestHoldIncarnation(t *testing.T) {
 		{name: "many executors: a few named, sorted, the rest counted",
 			executors: []corev1.Pod{exec("pi-exec-5", nil), exec("pi-exec-1", nil), exec("pi-exec-4", nil), exec("pi-exec-2", nil), exec("pi-exec-3", nil)},
 			wantGates: []string{contract.GateStaleExecutors}, message: "5 executor pod(s) of an earlier incarnation still exist (pi-exec-1, pi-exec-2, pi-exec-3 and 2 more)"},
+		{name: "three executors: all named, nothing more counted",
+			executors: []corev1.Pod{exec("pi-exec-3", nil), exec("pi-exec-1", nil), exec("pi-exec-2", nil)},
+			wantGates: []string{contract.GateStaleExecutors}, message: "3 executor pod(s) of an earlier incarnation still exist (pi-exec-1, pi-exec-2, pi-exec-3)"},
 		{name: "already held: the gate once", gates: []string{contract.GateStaleExecutors}, executors: []corev1.Pod{exec("pi-exec-1", nil)},
 			wantGates: []string{contract.GateStaleExecutors}, message: "held by scheduling gate"},
 		{name: "held, executors gone meanwhile: the gate stays for the controller to lift", gates: []string{contract.GateStaleExecutors},

@@ -224,6 +224,16 @@ func TestDriverRequests(t *testing.T) {
 			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 			return r
 		}, allowed: true, code: http.StatusOK, message: "v1 Pods only, not /v1, Kind=ConfigMap configmaps"},
+		{name: "a Pod kind on another resource", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "bindings"}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "v1 Pods only, not /v1, Kind=Pod bindings"},
+		{name: "pods of another API group", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Resource = metav1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pods"}
+			return r
+		}, allowed: true, code: http.StatusOK, message: "v1 Pods only, not /v1, Kind=Pod pods.example.com"},
 		{name: "pod subresource", req: func(t *testing.T) admission.Request {
 			r := good(t)
 			r.SubResource = "ephemeralcontainers"

@@ -116,3 +116,30 @@ func TestDenialCarriesItsClassToTheAuditLog(t *testing.T) {
 		t.Errorf("a denial without a class = %+v, want reason %s", d, reasonOther)
 	}
 }
+
+// TestPodNameOf is the pod a log line names: the request's name, else the object's name, else
+// its generateName (a pod created with one has no name yet when it is admitted).
+func TestPodNameOf(t *testing.T) {
+	cases := []struct {
+		name    string
+		reqName string
+		object  string
+		want    string
+	}{
+		{"the request's name", "spark-pi-driver", `{"metadata":{"namespace":"jobs"}}`, "spark-pi-driver"},
+		{"the request's name over the object's", "spark-pi-driver", `{"metadata":{"name":"other"}}`, "spark-pi-driver"},
+		{"no request name: the object's name", "", `{"metadata":{"name":"spark-pi-driver"}}`, "spark-pi-driver"},
+		{"no name at all: the generateName", "", `{"metadata":{"generateName":"spark-pi-"}}`, "spark-pi-"},
+		{"no request name and an object that does not decode", "", `{"metadata":7}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := admission.Request{}
+			req.Name = tc.reqName
+			req.Object.Raw = []byte(tc.object)
+			if got := podNameOf(req); got != tc.want {
+				t.Errorf("podNameOf = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

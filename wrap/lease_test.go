@@ -37,6 +37,9 @@ func TestLeaseRenewer(t *testing.T) {
 	if err := first.Renew(ctx); err != nil {
 		t.Errorf("renewal while held: %v", err)
 	}
+	if l, err = leases.Get(ctx, "d-0-heartbeat", metav1.GetOptions{}); err != nil || *l.Spec.LeaseDurationSeconds != 60 {
+		t.Errorf("renewed Lease %+v (%v): want a duration of 60 s still", l, err)
+	}
 
 	second := renewer("uid-2") // the next incarnation, on another node
 	if err := second.Renew(ctx); err != nil {

@@ -1,6 +1,7 @@
 package wrap
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -31,6 +32,9 @@ func TestTerminationMessageRoundTrip(t *testing.T) {
 		"looks like a message": "driverset-exit-code=9",
 		"too long":             strings.Repeat("x", 10000),
 		"too long, multi-byte": strings.Repeat("é€", 3000),
+		// Not UTF-8: no byte starts a character, so the cut finds no boundary in the detail, and
+		// must still not cut into the first line.
+		"too long, no character starts": strings.Repeat("\x80", 5000),
 	}
 	for _, code := range []int{0, 1, 125, 126, 127, 137, 143, 255} {
 		for name, detail := range details {
@@ -43,6 +47,10 @@ func TestTerminationMessageRoundTrip(t *testing.T) {
 			}
 			if utf8.ValidString(detail) && !utf8.ValidString(msg) {
 				t.Errorf("%s, %d: cut inside a character", name, code)
+			}
+			if head := messagePrefix + strconv.Itoa(code) + "\n"; detail != "" &&
+				(!strings.HasPrefix(msg, head) || !strings.HasPrefix(detail, msg[len(head):])) {
+				t.Errorf("%s, %d: %q is not the first line, a newline and the start of the detail", name, code, msg)
 			}
 			if len(detail) < 4000 && !strings.HasSuffix(msg, detail) {
 				t.Errorf("%s, %d: detail lost from %q", name, code, msg)

@@ -70,6 +70,7 @@ type serveFlags struct {
 	sealSecret        string
 	clientCA          string
 	clientNames       string
+	watchNamespaces   []string
 	zap               zap.Options
 }
 
@@ -107,8 +108,13 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
+	watch := fs.String("watch-namespaces", "", "comma-separated namespaces: the only ones driverset caches and acts in (the namespaced install: its RBAC binds it there only); empty: every namespace")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	var err error
+	if f.watchNamespaces, err = watchNamespaces(*watch); err != nil {
 		return f, err
 	}
 	if err := f.applyLogLevel(fs); err != nil {
@@ -182,12 +188,13 @@ func serve(ctx context.Context, args []string) error {
 	}
 	// Placeholders have their own cache (controller.CacheOptions says why); the manager's client and
 	// the webhooks read pods from both.
-	placeholders, err := cache.New(cfg, controller.PlaceholderCacheOptions())
+	// In a namespaced install both watch the watched namespaces only.
+	placeholders, err := cache.New(cfg, watched(controller.PlaceholderCacheOptions(), f.watchNamespaces))
 	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Cache: controller.CacheOptions(),
+		Cache: watched(controller.CacheOptions(), f.watchNamespaces),
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
 			o.Cache.Reader = controller.Pods{Main: o.Cache.Reader, Placeholders: placeholders}
 			return client.New(cfg, o)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +60,15 @@ type Options struct {
 	// itself. The harness then writes no certificate, CA is ignored (Driverset.CA is nil), and
 	// Start trusts whatever is served: /readyz already means "serving the current certificate".
 	SelfManagedTLS bool
+	// Restart starts the process again, with the same flags, port and log, whenever it exits on
+	// its own after it was once ready: what the kubelet does for the installed Deployment
+	// (restartPolicy Always). controller-runtime exits when its leader lease runs out, which an
+	// apiserver restart on 2 busy cores can cause; without this, every scenario after that one
+	// would fail on a webhook that is not there. Stop and Kill end it for good.
+	Restart bool
+	// Env is added to the process's environment (NAME=value), e.g. the Go runtime settings the
+	// Deployment gives driverset (DeploymentEnv).
+	Env []string
 }
 
 // Driverset is a running `driverset serve`.
@@ -70,8 +80,17 @@ type Driverset struct {
 	CA         *certs.Authority
 	LogPath    string
 	certDir    string
-	cmd        *exec.Cmd
-	done       chan struct{}
+	binary     string
+	args       []string
+	env        []string
+	// done is closed once the process has ended for good (not to be restarted).
+	done chan struct{}
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd // the current process
+	ready    bool      // was ready once: an exit after this is restarted (Options.Restart)
+	stopping bool      // Stop or Kill was called: an exit is not restarted
+	restarts int
 }
 
 // Start starts `driverset serve` on 127.0.0.1 and waits until it is ready (serving its certificate).
@@ -137,19 +156,14 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	if o.SelfManagedTLS {
 		args = append(args, "--self-managed-tls")
 	}
-	d.cmd = exec.Command(o.Binary, args...)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	// The process dies with the test binary, even when that is killed.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
+	d.binary, d.args, d.env = o.Binary, args, o.Env
+	cmd, err := d.launch(logf)
+	if err != nil {
 		logf.Close()
 		return nil, err
 	}
-	go func() {
-		_ = d.cmd.Wait()
-		logf.Close()
-		close(d.done)
-	}()
+	d.cmd = cmd
+	go d.supervise(o.Restart, logf)
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
@@ -168,7 +182,87 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 		d.Kill()
 		return nil, fmt.Errorf("driverset not ready: %w (log: %s)", err, d.LogPath)
 	}
+	d.mu.Lock()
+	d.ready = true
+	d.mu.Unlock()
 	return d, d.checkServing()
+}
+
+// launch starts one driverset process, its output appended to logf.
+func (d *Driverset) launch(logf *os.File) (*exec.Cmd, error) {
+	cmd := exec.Command(d.binary, d.args...)
+	cmd.Env = append(os.Environ(), d.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The process dies with the test binary, even when that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, cmd.Start()
+}
+
+// supervise waits for the process and, when restart is set and it exited on its own after it
+// was once ready, starts it again a second later, as a kubelet would; it closes d.done once the
+// process has ended for good.
+func (d *Driverset) supervise(restart bool, logf *os.File) {
+	defer close(d.done)
+	defer logf.Close()
+	for {
+		d.mu.Lock()
+		cmd := d.cmd
+		d.mu.Unlock()
+		err := cmd.Wait()
+		d.mu.Lock()
+		again := restart && d.ready && !d.stopping
+		d.mu.Unlock()
+		if !again {
+			return
+		}
+		fmt.Fprintf(logf, "%s (%v); starting it again in 1s, as its kubelet would\n", restartMark, err)
+		time.Sleep(time.Second)
+		d.mu.Lock()
+		if d.stopping {
+			d.mu.Unlock()
+			return
+		}
+		next, err := d.launch(logf)
+		if err != nil {
+			d.mu.Unlock()
+			fmt.Fprintf(logf, "harness: driverset could not be started again: %v\n", err)
+			return
+		}
+		d.cmd = next
+		d.restarts++
+		d.mu.Unlock()
+	}
+}
+
+// Restarts is how many times the process was started again after it exited on its own.
+func (d *Driverset) Restarts() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.restarts
+}
+
+// process is the current process, nil when none was started.
+func (d *Driverset) process() *os.Process {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return nil
+	}
+	return d.cmd.Process
+}
+
+// stop marks d as stopping (no restart follows) and returns the current process.
+func (d *Driverset) stop() *os.Process {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	return d.process()
 }
 
 // Rotate issues a new serving certificate from the CA and writes it where driverset watches.
@@ -202,10 +296,11 @@ func (d *Driverset) checkServing() error {
 
 // Stop sends SIGTERM and waits for a clean exit.
 func (d *Driverset) Stop() error {
-	if d == nil || d.cmd == nil || d.cmd.Process == nil {
+	p := d.stop()
+	if p == nil {
 		return nil
 	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGTERM)
 	select {
 	case <-d.done:
 		return nil
@@ -215,12 +310,13 @@ func (d *Driverset) Stop() error {
 	}
 }
 
-// Kill stops the process at once, as a crash would.
+// Kill stops the process at once, as a crash would, and for good.
 func (d *Driverset) Kill() {
-	if d == nil || d.cmd == nil || d.cmd.Process == nil {
+	p := d.stop()
+	if p == nil {
 		return
 	}
-	_ = d.cmd.Process.Kill()
+	_ = p.Kill()
 	<-d.done
 }
 

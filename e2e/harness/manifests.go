@@ -160,3 +160,38 @@ func WaitWebhookActive(ctx context.Context, cfg *rest.Config) error {
 	}
 	return nil
 }
+
+// DeploymentEnv returns the environment variables with a plain value that install.yaml's
+// driverset Deployment gives its container (NAME=value; those taken from the pod or its resources
+// are left out), for a driverset the harness runs to run as installed.
+func DeploymentEnv(installYAML io.Reader) ([]string, error) {
+	objs, err := Decode(installYAML)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" || o.GetName() != "driverset" {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range containers {
+			c, ok := c.(map[string]any)
+			if !ok || c["name"] != "driverset" {
+				continue
+			}
+			var env []string
+			list, _, _ := unstructured.NestedSlice(c, "env")
+			for _, e := range list {
+				e, ok := e.(map[string]any)
+				if v, plain := e["value"].(string); ok && plain {
+					env = append(env, fmt.Sprintf("%v=%s", e["name"], v))
+				}
+			}
+			return env, nil
+		}
+	}
+	return nil, errors.New("no Deployment driverset with a container driverset")
+}

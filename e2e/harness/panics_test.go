@@ -41,3 +41,17 @@ func TestRecoveredPanics(t *testing.T) {
 		}
 	}
 }
+
+func TestPanicsIn(t *testing.T) {
+	log := `{"level":"info","msg":"decision"}
+{"level":"error","msg":"Observed a panic","panic":"runtime error: invalid memory address or nil pointer dereference"}
+{"level":"info","msg":"letting the deleted driver pod go"}
+`
+	got, err := PanicsIn(strings.NewReader(log), "driverset-system/driverset-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "driverset-system/driverset-1:2: ") {
+		t.Errorf("PanicsIn = %q, want the second line, named", got)
+	}
+}

@@ -10,18 +10,19 @@ import (
 // that reacts d later, which a benchmark uses to show that it sees a regression of that size.
 // Test-only: the product has no such setting.
 func (d *Driverset) Pause(dur time.Duration) error {
-	if d == nil || d.cmd == nil || d.cmd.Process == nil {
+	p := d.process()
+	if p == nil {
 		return errors.New("driverset is not running")
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	time.Sleep(dur)
-	return d.cmd.Process.Signal(syscall.SIGCONT)
+	return p.Signal(syscall.SIGCONT)
 }
 
-// Exited reports whether the driverset process has ended (e.g. it lost its leader lease while
-// the apiserver was away: controller-runtime then exits).
+// Exited reports whether the driverset process has ended for good (e.g. it lost its leader lease
+// while the apiserver was away, controller-runtime then exits, and Options.Restart was not set).
 func (d *Driverset) Exited() bool {
 	if d == nil || d.done == nil {
 		return true

@@ -384,9 +384,10 @@ func TestChartValues(t *testing.T) {
 		{
 			name: "scheduling",
 			values: map[string]any{
-				"nodeSelector": map[string]any{"pool": "system"},
-				"tolerations":  []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
-				"affinity":     nil, // Helm's way to drop a default: null
+				"nodeSelector":    map[string]any{"pool": "system"},
+				"tolerations":     []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
+				"affinity":        nil, // Helm's way to drop a default: null
+				"podAntiAffinity": "",  // and no anti-affinity: no affinity at all
 			},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
@@ -445,6 +446,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"an empty name in the include list", map[string]any{"webhook": map[string]any{"includedNamespaces": []any{""}}}},
 		{"a spread constraint without its topology key", map[string]any{"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}}}},
 		{"no namespace for helm test", map[string]any{"tests": map[string]any{"namespace": ""}}},
+		{"an unknown anti-affinity", map[string]any{"podAntiAffinity": "always"}},
+		{"a priority in the system range", map[string]any{"priorityClass": map[string]any{"create": true, "value": 2000000000}}},
+		{"a watched namespace that is not a name", map[string]any{"watchNamespaces": []any{"Spark_A"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if objs, err := renderChart(t, systemNamespace, tc.values); err == nil {

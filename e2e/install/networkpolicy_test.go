@@ -87,3 +87,50 @@ func TestChartNetworkPolicy(t *testing.T) {
 func rule(port string, from []any) any {
 	return map[string]any{"ports": []any{map[string]any{"port": port, "protocol": "TCP"}}, "from": from}
 }
+
+// The kustomize component makes the chart's NetworkPolicy once the admin names the apiserver's
+// addresses (and any scrapers) in a patch of their own overlay; left unpatched, the webhook port
+// is open only to a documentation address (RFC 5737) that no apiserver has: closed, not open to all.
+func TestKustomizeNetworkPolicy(t *testing.T) {
+	controlPlane := []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/28"}}}
+	monitoring := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}}
+	const webhookFrom = `
+patches:
+  - target: {kind: NetworkPolicy, name: driverset}
+    patch: |
+      - {op: replace, path: /spec/ingress/0/from, value: [{ipBlock: {cidr: 10.0.0.0/28}}]}
+`
+	const metricsFrom = `      - op: add
+        path: /spec/ingress/-
+        value:
+          ports: [{port: metrics, protocol: TCP}]
+          from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
+`
+	for _, tc := range []struct {
+		name   string
+		patch  string
+		values map[string]any // the chart's networkPolicy values for the same rules; nil: none
+		want   []any
+	}{
+		{name: "unpatched: closed", want: []any{rule("webhook", []any{map[string]any{"ipBlock": map[string]any{"cidr": "192.0.2.0/32"}}})}},
+		{name: "webhook", patch: webhookFrom, values: map[string]any{"enabled": true, "webhookFrom": controlPlane},
+			want: []any{rule("webhook", controlPlane)}},
+		{name: "webhook and metrics", patch: webhookFrom + metricsFrom,
+			values: map[string]any{"enabled": true, "webhookFrom": controlPlane, "metricsFrom": monitoring},
+			want:   []any{rule("webhook", controlPlane), rule("metrics", monitoring)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := renderOverlay(t, []string{"network-policy"}, tc.patch)
+			np := find(t, objs, "NetworkPolicy", "driverset")
+			if np.GetNamespace() != systemNamespace {
+				t.Errorf("NetworkPolicy in %q, want %s", np.GetNamespace(), systemNamespace)
+			}
+			expect(t, np.Object, tc.want, "spec", "ingress")
+			if tc.values == nil {
+				return
+			}
+			chart := find(t, mustRenderChart(t, systemNamespace, map[string]any{"networkPolicy": tc.values}), "NetworkPolicy", "driverset")
+			compareObject(t, key(np), chart, np)
+		})
+	}
+}

@@ -13,7 +13,7 @@ import (
 // label cannot be removed), bound with Deny, and cluster-scoped as the API has it: kustomize's
 // namespace transformer would give it a namespace (manifests/base/cluster-scoped removes it).
 func TestEveryInstallKeepsPlaceholdersHeld(t *testing.T) {
-	installs := map[string][]*unstructured.Unstructured{"install.yaml": readInstallYAML(t)}
+	installs := map[string][]*unstructured.Unstructured{"install.yaml": readInstallYAML(t), namespacedOverlay: render(t, namespacedOverlay)}
 	for _, dir := range kustomizations() {
 		installs[dir] = render(t, dir)
 	}
@@ -47,7 +47,7 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 		objs []*unstructured.Unstructured
 		ns   string
 	}
-	installs := map[string]install{"install.yaml": {readInstallYAML(t), systemNamespace}}
+	installs := map[string]install{"install.yaml": {readInstallYAML(t), systemNamespace}, namespacedOverlay: {render(t, namespacedOverlay), systemNamespace}}
 	for _, dir := range kustomizations() {
 		installs[dir] = install{render(t, dir), systemNamespace}
 	}

@@ -32,113 +32,171 @@ func (g grant) String() string {
 	return fmt.Sprintf("%s %s.%s (%s) %s", g.verb, g.resource, group, obj, where)
 }
 
-// allowed is every permission driverset's ServiceAccount may hold, and why it needs it. A rule in
-// the manifests that grants anything else fails the test; so does an entry nobody grants.
-// selfManaged entries exist only with self-managed TLS.
-func allowed() map[grant]struct{ selfManaged bool } {
-	type need = struct{ selfManaged bool }
-	all, sm := need{false}, need{true}
-	return map[grant]need{
+// where a right is granted.
+type where int
+
+const (
+	// served: in the namespaces driverset serves, cluster-wide or in each watched namespace.
+	served where = iota
+	// cluster: cluster-wide in every install (Nodes and the reviews are not namespaced).
+	cluster
+	// own: in driverset's own namespace.
+	own
+	// ownWhenNamespaced: in driverset's own namespace in the namespaced install only; the
+	// cluster-wide install's served rights cover it.
+	ownWhenNamespaced
+)
+
+// right is one permission driverset needs, where it needs it, and whether only with self-managed TLS.
+type right struct {
+	group, resource, verb, name string
+	where                       where
+	selfManaged                 bool
+}
+
+// rights is every permission driverset's ServiceAccount may hold, and why it needs it.
+func rights() []right {
+	return []right{
 		// The informer cache of Spark's pods (driver and executor webhooks read it, never the API),
 		// and reading driverset's own pod to learn its image.
-		{"", "", "pods", "get", ""}:   all,
-		{"", "", "pods", "list", ""}:  all,
-		{"", "", "pods", "watch", ""}: all,
+		{"", "pods", "get", "", served, false},
+		{"", "pods", "list", "", served, false},
+		{"", "pods", "watch", "", served, false},
+		{"", "pods", "get", "", ownWhenNamespaced, false},
 		// A failed driver incarnation is deleted so the StatefulSet makes a new one; stale executors
 		// of an earlier incarnation are deleted; a fenced driver is force-deleted.
-		{"", "", "pods", "delete", ""}: all,
+		{"", "pods", "delete", "", served, false},
 		// The restart count and the lifted gate on pods driverset owns.
-		{"", "", "pods", "patch", ""}: all,
+		{"", "pods", "patch", "", served, false},
 		// The placeholder's status mirrors the real driver's, so spark-submit's watch tells the truth.
-		{"", "", "pods/status", "update", ""}: all,
-		{"", "", "pods/status", "patch", ""}:  all,
+		{"", "pods/status", "update", "", served, false},
+		{"", "pods/status", "patch", "", served, false},
 		// ownerReferences with blockOwnerDeletion to the placeholder pod (OwnerReferencesPermissionEnforcement).
-		{"", "", "pods/finalizers", "update", ""}: all,
+		{"", "pods/finalizers", "update", "", served, false},
 		// The node under each driver (informer cache): node loss is reported and, on request, fenced.
-		{"", "", "nodes", "get", ""}:   all,
-		{"", "", "nodes", "list", ""}:  all,
-		{"", "", "nodes", "watch", ""}: all,
+		{"", "nodes", "get", "", cluster, false},
+		{"", "nodes", "list", "", cluster, false},
+		{"", "nodes", "watch", "", cluster, false},
 		// LimitRanges (informer cache): the placeholder keeps a LimitRange's min rather than 0.
-		{"", "", "limitranges", "get", ""}:   all,
-		{"", "", "limitranges", "list", ""}:  all,
-		{"", "", "limitranges", "watch", ""}: all,
+		{"", "limitranges", "get", "", served, false},
+		{"", "limitranges", "list", "", served, false},
+		{"", "limitranges", "watch", "", served, false},
 		// The driver's claims spark-submit made: read live and relabelled once, before the driver
 		// first runs, out of Spark's clean stop.
-		{"", "", "persistentvolumeclaims", "get", ""}:   all,
-		{"", "", "persistentvolumeclaims", "patch", ""}: all,
+		{"", "persistentvolumeclaims", "get", "", served, false},
+		{"", "persistentvolumeclaims", "patch", "", served, false},
 		// The driver's headless Service: created once, by create-or-get.
-		{"", "", "services", "get", ""}:    all,
-		{"", "", "services", "list", ""}:   all,
-		{"", "", "services", "watch", ""}:  all,
-		{"", "", "services", "create", ""}: all,
+		{"", "services", "get", "", served, false},
+		{"", "services", "list", "", served, false},
+		{"", "services", "watch", "", served, false},
+		{"", "services", "create", "", served, false},
 		// The driver's StatefulSet: created once, scaled to 0 when the app ends.
-		{"", "apps", "statefulsets", "get", ""}:    all,
-		{"", "apps", "statefulsets", "list", ""}:   all,
-		{"", "apps", "statefulsets", "watch", ""}:  all,
-		{"", "apps", "statefulsets", "create", ""}: all,
-		{"", "apps", "statefulsets", "patch", ""}:  all,
+		{"apps", "statefulsets", "get", "", served, false},
+		{"apps", "statefulsets", "list", "", served, false},
+		{"apps", "statefulsets", "watch", "", served, false},
+		{"apps", "statefulsets", "create", "", served, false},
+		{"apps", "statefulsets", "patch", "", served, false},
 		// Events on the placeholder for every decision (patch: the recorder aggregates repeats).
-		{"", "events.k8s.io", "events", "create", ""}: all,
-		{"", "events.k8s.io", "events", "patch", ""}:  all,
+		{"events.k8s.io", "events", "create", "", served, false},
+		{"events.k8s.io", "events", "patch", "", served, false},
 		// Why the StatefulSet cannot make the driver pod: one StatefulSet's Events, listed live.
-		{"", "", "events", "list", ""}: all,
+		{"", "events", "list", "", served, false},
 		// Self-fencing drivers' heartbeat Leases (informer cache by label; a live get before a
 		// fence): read only. The ClusterRole driverset-heartbeat that lets drivers write them is
 		// bound by the admin, never by driverset.
-		{"", "coordination.k8s.io", "leases", "get", ""}:   all,
-		{"", "coordination.k8s.io", "leases", "list", ""}:  all,
-		{"", "coordination.k8s.io", "leases", "watch", ""}: all,
+		{"coordination.k8s.io", "leases", "get", "", served, false},
+		{"coordination.k8s.io", "leases", "list", "", served, false},
+		{"coordination.k8s.io", "leases", "watch", "", served, false},
 		// /metrics over HTTPS: the caller's token is checked (TokenReview) and its right to GET
 		// /metrics (SubjectAccessReview), by controller-runtime's filter, cached.
-		{"", "authentication.k8s.io", "tokenreviews", "create", ""}:        all,
-		{"", "authorization.k8s.io", "subjectaccessreviews", "create", ""}: all,
+		{"authentication.k8s.io", "tokenreviews", "create", "", cluster, false},
+		{"authorization.k8s.io", "subjectaccessreviews", "create", "", cluster, false},
 		// Leader election of the controller, in driverset's namespace.
-		{systemNamespace, "coordination.k8s.io", "leases", "get", ""}:    all,
-		{systemNamespace, "coordination.k8s.io", "leases", "list", ""}:   all,
-		{systemNamespace, "coordination.k8s.io", "leases", "watch", ""}:  all,
-		{systemNamespace, "coordination.k8s.io", "leases", "create", ""}: all,
-		{systemNamespace, "coordination.k8s.io", "leases", "update", ""}: all,
-		{systemNamespace, "coordination.k8s.io", "leases", "patch", ""}:  all,
+		{"coordination.k8s.io", "leases", "get", "", own, false},
+		{"coordination.k8s.io", "leases", "list", "", own, false},
+		{"coordination.k8s.io", "leases", "watch", "", own, false},
+		{"coordination.k8s.io", "leases", "create", "", own, false},
+		{"coordination.k8s.io", "leases", "update", "", own, false},
+		{"coordination.k8s.io", "leases", "patch", "", own, false},
 		// The key that seals placeholders lives in the Secret driverset-seal; the first replica
 		// creates it (create cannot be limited by name), every replica reads it.
-		{systemNamespace, "", "secrets", "get", "driverset-seal"}: all,
-		{systemNamespace, "", "secrets", "create", ""}:            all,
+		{"", "secrets", "get", "driverset-seal", own, false},
+		{"", "secrets", "create", "", own, false},
 		// Self-managed TLS: the CA lives in the Secret driverset-ca; the first replica creates it
 		// (create cannot be limited by name), every replica reads it, a renewal updates it.
-		{systemNamespace, "", "secrets", "get", "driverset-ca"}:    sm,
-		{systemNamespace, "", "secrets", "update", "driverset-ca"}: sm,
+		{"", "secrets", "get", "driverset-ca", own, true},
+		{"", "secrets", "update", "driverset-ca", own, true},
 		// Self-managed TLS: the CA goes into the caBundle of driverset's own webhook configuration.
-		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "driverset"}:   sm,
-		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", "driverset"}: sm,
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "driverset", cluster, true},
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", "driverset", cluster, true},
 	}
 }
 
+// allowed is every single permission an install may grant driverset's ServiceAccount: with
+// self-managed TLS or not, cluster-wide (watch empty) or in the watched namespaces. A rule in the
+// manifests that grants anything else fails the test; so does an entry nobody grants.
+func allowed(selfManaged bool, watch []string) map[grant]struct{} {
+	out := map[grant]struct{}{}
+	for _, r := range rights() {
+		if r.selfManaged && !selfManaged {
+			continue
+		}
+		var namespaces []string
+		switch r.where {
+		case served:
+			namespaces = watch
+			if len(watch) == 0 {
+				namespaces = []string{""}
+			}
+		case cluster:
+			namespaces = []string{""}
+		case own:
+			namespaces = []string{systemNamespace}
+		case ownWhenNamespaced:
+			if len(watch) > 0 {
+				namespaces = []string{systemNamespace}
+			}
+		}
+		for _, ns := range namespaces {
+			out[grant{ns, r.group, r.resource, r.verb, r.name}] = struct{}{}
+		}
+	}
+	return out
+}
+
 func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
+	watched := []string{"spark-x", "spark-y"}
+	chartWatching := func(values map[string]any) func(t *testing.T) []*unstructured.Unstructured {
+		values["watchNamespaces"] = []any{watched[0], watched[1]}
+		values["tests"] = map[string]any{"namespace": watched[0]}
+		return func(t *testing.T) []*unstructured.Unstructured { return mustRenderChart(t, systemNamespace, values) }
+	}
 	for _, tc := range []struct {
 		name        string
 		selfManaged bool
+		watch       []string
 		objs        func(t *testing.T) []*unstructured.Unstructured
 	}{
-		{"install.yaml", true, func(t *testing.T) []*unstructured.Unstructured { return readInstallYAML(t) }},
-		{"overlays/self-managed", true, func(t *testing.T) []*unstructured.Unstructured { return render(t, "overlays/self-managed") }},
-		{"overlays/cert-manager", false, func(t *testing.T) []*unstructured.Unstructured { return render(t, "overlays/cert-manager") }},
-		{"chart", true, func(t *testing.T) []*unstructured.Unstructured { return mustRenderChart(t, systemNamespace, nil) }},
-		{"chart, cert-manager", false, func(t *testing.T) []*unstructured.Unstructured {
+		{"install.yaml", true, nil, func(t *testing.T) []*unstructured.Unstructured { return readInstallYAML(t) }},
+		{"overlays/self-managed", true, nil, func(t *testing.T) []*unstructured.Unstructured { return render(t, "overlays/self-managed") }},
+		{"overlays/cert-manager", false, nil, func(t *testing.T) []*unstructured.Unstructured { return render(t, "overlays/cert-manager") }},
+		{"overlays/namespaced", true, namespacedOverlayNamespaces(), func(t *testing.T) []*unstructured.Unstructured { return render(t, namespacedOverlay) }},
+		{"chart", true, nil, func(t *testing.T) []*unstructured.Unstructured { return mustRenderChart(t, systemNamespace, nil) }},
+		{"chart, cert-manager", false, nil, func(t *testing.T) []*unstructured.Unstructured {
 			return mustRenderChart(t, systemNamespace, map[string]any{"tls": map[string]any{"mode": "cert-manager"}})
 		}},
+		{"chart, watchNamespaces", true, watched, chartWatching(map[string]any{})},
+		{"chart, watchNamespaces, cert-manager", false, watched, chartWatching(map[string]any{"tls": map[string]any{"mode": "cert-manager"}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			granted := grants(t, tc.objs(t))
+			want := allowed(tc.selfManaged, tc.watch)
 			for _, g := range sortedGrants(granted) {
-				need, ok := allowed()[g]
-				if !ok || (need.selfManaged && !tc.selfManaged) {
+				if _, ok := want[g]; !ok {
 					t.Errorf("grants %s, which is not on the allow-list", g)
 				}
 			}
-			for _, g := range sortedGrants(allowed()) {
-				if allowed()[g].selfManaged && !tc.selfManaged {
-					continue
-				}
+			for _, g := range sortedGrants(want) {
 				if _, ok := granted[g]; !ok {
 					t.Errorf("does not grant %s, which driverset needs", g)
 				}

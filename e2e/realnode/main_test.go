@@ -69,6 +69,8 @@ func run(m *testing.M) int {
 		PauseImage: bed.images.pause,
 		Dir:        filepath.Join(dir, "testbed"),
 		Log:        os.Stderr,
+		// The Spark scenarios compare real Spark's API calls with sparksim's (spark_calls_test.go).
+		AuditLog: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "realnode: the test bed did not start:", err)
@@ -112,5 +114,17 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "realnode: at-most-one driver violated: %v\n", v)
 		code = 1
 	}
+	logCtx, cancelLogs := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLogs()
+	panics, err := driversetPanics(logCtx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "realnode: reading driverset's logs for panics:", err)
+		code = 1
+	}
+	for _, p := range panics {
+		fmt.Fprintln(os.Stderr, "realnode: FAIL: driverset panicked (controller-runtime recovered it):", p)
+		code = 1
+	}
+	fmt.Fprintf(os.Stderr, "realnode: %d panics in the logs of driverset's pods\n", len(panics))
 	return code
 }

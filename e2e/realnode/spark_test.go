@@ -49,6 +49,7 @@ var ( //nolint:gochecknoglobals // constant patterns
 	rePhase      = regexp.MustCompile(`phase: (\w+)`)
 	reExitCode   = regexp.MustCompile(`exit code: (-?\d+)`)
 	reRegistered = regexp.MustCompile(`Registered executor .* with ID (\d+)`)
+	rePyVersions = regexp.MustCompile(`driverset-pi: PySpark \S+ on Spark \S+`)
 )
 
 // TestRealSpark runs the real spark-submit, driver and executors of each Spark version, three
@@ -56,6 +57,8 @@ var ( //nolint:gochecknoglobals // constant patterns
 // in the middle of the job. The first two must be indistinguishable to the user (spark-submit's
 // exit code and final phase, the job's result); the third must end the same way, its driver
 // started again on another node with the same app id and its executors found at the stable name.
+// The run without driverset is also the reference for sparksim: the same submission simulated
+// must make the same API calls (expectSimSameCalls).
 func TestRealSpark(t *testing.T) {
 	if len(bed.images.spark) == 0 {
 		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
@@ -68,6 +71,7 @@ func TestRealSpark(t *testing.T) {
 			if len(plain.exitCodes()) == 0 {
 				t.Errorf("spark-submit reported no exit code of the driver container:\n%s", plain.out.String())
 			}
+			expectSimSameCalls(t, plain)
 
 			with := runSpark(t, d, true, nil)
 			with.expectSucceeded(t)
@@ -80,6 +84,7 @@ func TestRealSpark(t *testing.T) {
 			killed.expectStableName(t)
 			if n := len(killed.attempts()); n != 2 {
 				t.Errorf("want the driver started twice (before and after the node died), saw %d: %v", n, killed.attempts())
+				killed.logDrivers(t)
 			}
 		})
 	}
@@ -681,7 +686,8 @@ func (r *sparkRun) logsText() []string {
 // TestRealPySpark: a PySpark driver (spark-submit of a .py file: the driver container runs
 // `driver` with Spark's PythonRunner) is taken over like any other, and its job runs on Python
 // workers in executors that found the driver at the stable name. The result is checked against
-// the same slices computed by the host's python3 without Spark.
+// the same slices computed by the host's python3 without Spark, and the driver says which
+// PySpark and which Spark JVM it ran: both the version under test.
 func TestRealPySpark(t *testing.T) {
 	var dists []spark.Dist
 	for _, d := range bed.images.spark {
@@ -701,6 +707,9 @@ func TestRealPySpark(t *testing.T) {
 			if got := r.result(t); got != want {
 				t.Errorf("the PySpark job printed %q; python3 alone computes %q", got, want)
 			}
+			if got, want := r.pythonVersions(), fmt.Sprintf("driverset-pi: PySpark %s on Spark %s", d.Version, d.Version); got != want {
+				t.Errorf("the driver ran %q, want %q", got, want)
+			}
 			converted := false
 			for _, dr := range r.driverLogs() {
 				converted = converted || dr.pod == r.names.DriverPodName()
@@ -710,6 +719,17 @@ func TestRealPySpark(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pythonVersions is the PySpark job's line naming its Python side's and its JVM's versions, from
+// the first driver that printed it.
+func (r *sparkRun) pythonVersions() string {
+	for _, d := range r.driverLogs() {
+		if m := rePyVersions.FindString(d.log); m != "" {
+			return m
+		}
+	}
+	return ""
 }
 
 // pythonPi is the PySpark job's result line, computed by the host's python3 from the job's own

@@ -24,6 +24,8 @@ const (
 	DefaultExecutorInstances = 2
 	// PythonRunner is the main class SparkSubmit gives a PySpark app.
 	PythonRunner = "org.apache.spark.deploy.PythonRunner"
+	// RRunner is the main class SparkSubmit gives a SparkR app.
+	RRunner = "org.apache.spark.deploy.RRunner"
 )
 
 // App is one `spark-submit --deploy-mode cluster` invocation: every field is a setting the user
@@ -37,7 +39,9 @@ type App struct {
 	Resource  string // default DefaultResource
 	// PyFile makes a PySpark app: spark-submit's primary resource is this .py file, and its main
 	// class is PythonRunner (MainClass and Resource are not used).
-	PyFile  string
+	PyFile string
+	// RFile makes a SparkR app the same way, with RRunner; at most one of PyFile and RFile is set.
+	RFile   string
 	AppArgs []string
 
 	DriverLabels      map[string]string // spark.kubernetes.driver.label.*
@@ -138,11 +142,12 @@ func (a App) conf(t traits) map[string]string {
 	setIfMissing("spark.master", DefaultMaster)
 	c["spark.submit.deployMode"] = "cluster"
 	// SparkSubmit merges the primary resource into spark.jars for a JVM app in cluster mode.
-	if _, ok := c["spark.jars"]; !ok && a.PyFile == "" {
+	if _, ok := c["spark.jars"]; !ok && a.language() == langJVM {
 		c["spark.jars"] = a.resource()
 	}
 	if t.oldConfMap {
-		c["spark.kubernetes.python.pyFiles"] = ""
+		c[confPyFiles] = ""
+		nonJVMConf24(c, a)
 	} else {
 		c["spark.submit.pyFiles"] = ""
 	}
@@ -150,8 +155,11 @@ func (a App) conf(t traits) map[string]string {
 }
 
 func (a App) resource() string {
-	if a.PyFile != "" {
+	switch a.language() {
+	case langPython:
 		return a.PyFile
+	case langR:
+		return a.RFile
 	}
 	if a.Resource == "" {
 		return DefaultResource
@@ -160,8 +168,11 @@ func (a App) resource() string {
 }
 
 func (a App) mainClass() string {
-	if a.PyFile != "" {
+	switch a.language() {
+	case langPython:
 		return PythonRunner
+	case langR:
+		return RRunner
 	}
 	if a.MainClass == "" {
 		return DefaultMainClass
@@ -186,6 +197,9 @@ func (a App) Plan() (*Plan, error) {
 	t, err := a.Version.traits()
 	if err != nil {
 		return nil, err
+	}
+	if a.PyFile != "" && a.RFile != "" {
+		return nil, fmt.Errorf("sparksim: an app has one main file, PyFile %q or RFile %q", a.PyFile, a.RFile)
 	}
 	conf := a.conf(t)
 	// DriverServiceFeatureStep: the driver's host and bind address are Spark's to manage.

@@ -172,21 +172,49 @@ type submitArgs struct {
 	appArgs        []string
 }
 
-// flagSettings are the spark-submit options that set a Spark setting; they beat --conf.
-var flagSettings = map[string]string{
-	"--name": "spark.app.name", "--master": "spark.master", "--deploy-mode": "spark.submit.deployMode",
-	"--jars": "spark.jars", "--files": "spark.files", "--py-files": "spark.submit.pyFiles",
-	"--driver-memory": "spark.driver.memory", "--driver-cores": "spark.driver.cores",
-	"--executor-memory": "spark.executor.memory", "--executor-cores": "spark.executor.cores",
-	"--num-executors": "spark.executor.instances", "--proxy-user": "spark.kubernetes.proxyUser",
+// flagSetting is the Spark setting a spark-submit option sets ("" for none); such an option beats
+// --conf.
+func flagSetting(option string) string {
+	switch option {
+	case "--name":
+		return "spark.app.name"
+	case "--master":
+		return "spark.master"
+	case "--deploy-mode":
+		return "spark.submit.deployMode"
+	case "--jars":
+		return "spark.jars"
+	case "--files":
+		return "spark.files"
+	case "--py-files":
+		return "spark.submit.pyFiles"
+	case "--driver-memory":
+		return "spark.driver.memory"
+	case "--driver-cores":
+		return "spark.driver.cores"
+	case "--executor-memory":
+		return "spark.executor.memory"
+	case "--executor-cores":
+		return "spark.executor.cores"
+	case "--num-executors":
+		return "spark.executor.instances"
+	case "--proxy-user":
+		return "spark.kubernetes.proxyUser"
+	}
+	return ""
 }
 
-// valueOptions take a value without mapping to a setting this simulator reads.
-var valueOptions = map[string]bool{
-	"--packages": true, "--exclude-packages": true, "--repositories": true, "--archives": true,
-	"--driver-java-options": true, "--driver-library-path": true, "--driver-class-path": true,
-	"--total-executor-cores": true, "--queue": true, "--principal": true, "--keytab": true, "--kill": true,
-	"--status": true,
+// takesValue reports whether a spark-submit option takes a value (all but switches such as
+// --verbose or --supervise), whether or not the simulator reads it.
+func takesValue(option string) bool {
+	switch option {
+	case "--conf", "--properties-file", "--class",
+		"--packages", "--exclude-packages", "--repositories", "--archives",
+		"--driver-java-options", "--driver-library-path", "--driver-class-path",
+		"--total-executor-cores", "--queue", "--principal", "--keytab", "--kill", "--status":
+		return true
+	}
+	return flagSetting(option) != ""
 }
 
 // parseSubmitArgs parses spark-submit's command line: options until the primary resource, then
@@ -203,9 +231,7 @@ func parseSubmitArgs(args []string) (submitArgs, error) {
 		if name == "-c" {
 			name = "--conf"
 		}
-		takes := name == "--conf" || name == "--properties-file" || name == "--class" ||
-			flagSettings[name] != "" || valueOptions[name]
-		if !takes {
+		if !takesValue(name) {
 			continue // a switch such as --verbose or --supervise
 		}
 		if !inline {
@@ -226,8 +252,8 @@ func parseSubmitArgs(args []string) (submitArgs, error) {
 			s.propertiesFile = value
 		case name == "--class":
 			s.mainClass = value
-		case flagSettings[name] != "":
-			s.flags[flagSettings[name]] = value
+		case flagSetting(name) != "":
+			s.flags[flagSetting(name)] = value
 		}
 	}
 	return s, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,9 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -29,28 +29,35 @@ type DriverOptions struct {
 	// Rand and Now feed the random executor prefix and ConfigMap name (default crypto/rand, time.Now).
 	Rand io.Reader
 	Now  func() time.Time
+	// PollInterval is spark.kubernetes.executor.apiPollingInterval (default 30 s).
+	PollInterval time.Duration
 }
 
 // Driver is one driver JVM: started once in a pod, it keeps its conf, app id, executor prefix and
 // executor counter for its lifetime, as Spark's driver does. A Driver is safe for concurrent use.
 type Driver struct {
-	c         kubernetes.Interface
-	ns        string // spark.kubernetes.namespace
-	version   Version
-	t         traits
-	conf      map[string]string
-	env       map[string]string // the container's resolved env
-	appID     string
-	ownPod    *corev1.Pod
-	prefix    string // executor pod name prefix
-	confMap   string // the executor ConfigMap (3.x+), "" if none
-	localDirs []string
-	ids       ids
-	mainClass string // --class
-	primary   string // the primary resource spark-submit runs
+	c           kubernetes.Interface
+	ns          string // spark.kubernetes.namespace
+	version     Version
+	t           traits
+	conf        map[string]string
+	env         map[string]string // the container's resolved env
+	appID       string
+	ownPod      *corev1.Pod
+	prefix      string // executor pod name prefix
+	confMap     string // the executor ConfigMap's name (3.x+), "" if none
+	execWatch   watch.Interface
+	stopPolling context.CancelFunc
+	pollEvery   time.Duration
+	localDirs   []string
+	ids         ids
+	mainClass   string // --class
+	primary     string // the primary resource spark-submit runs
+	appArgs     []string
 
-	mu     sync.Mutex
-	nextID int
+	mu          sync.Mutex
+	nextID      int
+	confMapMade bool
 }
 
 // StartDriver is the driver JVM starting in pod ns/podName — the pod where the container runs,
@@ -68,10 +75,11 @@ func StartDriver(ctx context.Context, c kubernetes.Interface, ns, podName string
 //  3. builds the effective conf: the --properties-file (read from the ConfigMap mounted at its
 //     directory), overridden by every --conf, overridden by spark-submit's own options (--name …);
 //  4. GETs the pod named spark.kubernetes.driver.pod.name and fails with Spark's message if absent;
-//  5. (3.x+) creates the executor ConfigMap spark-exec-<id>-conf-map, owned by that pod.
+//  5. starts the scheduler backend (startBackend): (3.x+) waits up to 1 s for that pod to be
+//     Ready, then opens the executor watch. The executor ConfigMap spark-exec-<id>-conf-map is
+//     named here and created with the first executors (RequestExecutors).
 //
-// Not simulated: the 1 s wait for the own pod to be Ready (Spark only logs its failure),
-// spark-defaults.conf, envFrom.
+// Not simulated: spark-defaults.conf, envFrom.
 func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName string, o DriverOptions) (*Driver, error) {
 	pod, err := c.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
@@ -92,7 +100,10 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{c: c, version: v, t: t, ids: ids{rand: o.Rand, now: o.Now}}
+	d := &Driver{c: c, version: v, t: t, ids: ids{rand: o.Rand, now: o.Now}, pollEvery: o.PollInterval}
+	if d.pollEvery <= 0 {
+		d.pollEvery = defaultPollInterval
+	}
 	if def := (App{}).ids(); d.ids.rand == nil {
 		d.ids.rand = def.rand
 	}
@@ -129,7 +140,7 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	maps.Copy(conf, args.conf)
 	maps.Copy(conf, args.flags)
 	d.conf = conf
-	d.mainClass, d.primary = args.mainClass, args.primary
+	d.mainClass, d.primary, d.appArgs = args.mainClass, args.primary, args.appArgs
 	if d.usesDriverPodIP() {
 		// SparkContext (4.1, SPARK-53944): on Kubernetes with useDriverPodIP the driver's host
 		// becomes its bind address, whatever spark.driver.host said (a --conf included).
@@ -168,9 +179,14 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	}
 	d.localDirs = localDirs(d.env, conf)
 	if t.execConfigMap {
-		if err := d.createExecutorConfigMap(ctx); err != nil {
+		id, err := d.ids.uniqueID()
+		if err != nil {
 			return nil, err
 		}
+		d.confMap = "spark-exec-" + id + "-conf-map"
+	}
+	if err := d.startBackend(ctx); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -260,32 +276,6 @@ func readMountedFile(ctx context.Context, c kubernetes.Interface, pod *corev1.Po
 	return nil, fmt.Errorf("sparksim: %s is not provided by any ConfigMap in volume %s", file, mount.Name)
 }
 
-// createExecutorConfigMap is KubernetesClusterSchedulerBackend.setUpExecutorConfigMap (3.1+).
-func (d *Driver) createExecutorConfigMap(ctx context.Context) error {
-	id, err := d.ids.uniqueID()
-	if err != nil {
-		return err
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      "spark-exec-" + id + "-conf-map",
-			Namespace: d.ns,
-			Labels: map[string]string{
-				contract.LabelSparkAppSelector: d.appID,
-				contract.LabelSparkRole:        contract.RoleExecutor,
-			},
-			OwnerReferences: []metav1.OwnerReference{ownerReference(d.ownPod)},
-		},
-		Immutable: ptr.To(true),
-		Data:      map[string]string{"spark.kubernetes.namespace": d.ns},
-	}
-	if _, err := d.c.CoreV1().ConfigMaps(d.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	d.confMap = cm.Name
-	return nil
-}
-
 // Conf returns a copy of the effective conf.
 func (d *Driver) Conf() map[string]string { return maps.Clone(d.conf) }
 
@@ -295,6 +285,9 @@ func (d *Driver) MainClass() string { return d.mainClass }
 
 // Primary is the primary resource; see MainClass.
 func (d *Driver) Primary() string { return d.primary }
+
+// AppArgs are the application's arguments, after the primary resource.
+func (d *Driver) AppArgs() []string { return slices.Clone(d.appArgs) }
 
 // AppID is spark.app.id as the driver sees it.
 func (d *Driver) AppID() string { return d.appID }
@@ -307,103 +300,3 @@ func (d *Driver) ExecutorPrefix() string { return d.prefix }
 
 // ExecutorConfigMap is the name of the ConfigMap this JVM created for its executors ("" in 2.4).
 func (d *Driver) ExecutorConfigMap() string { return d.confMap }
-
-// executorSelector is how Spark finds its executors.
-func (d *Driver) executorSelector() string {
-	return labels.Set{contract.LabelSparkAppSelector: d.appID, contract.LabelSparkRole: contract.RoleExecutor}.String()
-}
-
-// RequestExecutors creates n executor pods one after another, as ExecutorPodsAllocator does,
-// numbering them on from this JVM's last one. It returns the pods created, and the first error.
-func (d *Driver) RequestExecutors(ctx context.Context, n int) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	for range n {
-		d.mu.Lock()
-		d.nextID++
-		id := d.nextID
-		d.mu.Unlock()
-		pod, err := d.executorPod(id)
-		if err != nil {
-			return out, err
-		}
-		created, err := d.c.CoreV1().Pods(d.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			return out, err
-		}
-		out = append(out, created)
-	}
-	return out, nil
-}
-
-// Executors lists the pods Spark counts as this app's executors.
-func (d *Driver) Executors(ctx context.Context) ([]corev1.Pod, error) {
-	l, err := d.c.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: d.executorSelector()})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
-}
-
-// Stop is the driver's clean stop (KubernetesClusterSchedulerBackend.stop), in its order: delete
-// every Service labelled with the app id; (3.2+, while spark.kubernetes.driver.ownPersistentVolumeClaim
-// holds, true by default since 3.4) every PersistentVolumeClaim labelled with the app id — the
-// driver's own OnDemand claim included, since spark-submit labels it so; then the executors, then
-// (3.x+) the executor ConfigMaps. Like Spark it carries on after a failure; the errors are joined.
-// A JVM that ends through SparkContext.stop (a normal end, or an uncaught exception in the main
-// class, which the shutdown hook turns into a stop) runs it; a killed JVM does not.
-func (d *Driver) Stop(ctx context.Context) error {
-	var errs []error
-	byApp := metav1.ListOptions{LabelSelector: labels.Set{contract.LabelSparkAppSelector: d.appID}.String()}
-	if l, err := d.c.CoreV1().Services(d.ns).List(ctx, byApp); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, s := range l.Items {
-			if err := d.c.CoreV1().Services(d.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if d.ownsClaims() {
-		if l, err := d.c.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, byApp); err != nil {
-			errs = append(errs, err)
-		} else {
-			for _, c := range l.Items {
-				if err := d.c.CoreV1().PersistentVolumeClaims(d.ns).Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
-	execs := metav1.ListOptions{LabelSelector: d.executorSelector()}
-	if l, err := d.c.CoreV1().Pods(d.ns).List(ctx, execs); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, p := range l.Items {
-			if err := d.c.CoreV1().Pods(d.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if d.t.execConfigMap {
-		if l, err := d.c.CoreV1().ConfigMaps(d.ns).List(ctx, execs); err != nil {
-			errs = append(errs, err)
-		} else {
-			for _, cm := range l.Items {
-				if err := d.c.CoreV1().ConfigMaps(d.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// ownsClaims is spark.kubernetes.driver.ownPersistentVolumeClaim (Config.KUBERNETES_DRIVER_OWN_PVC,
-// 3.2+; its default became true in 3.4, and since SPARK-39965 the clean stop deletes claims only
-// when it holds). 2.4 has neither the setting nor the delete.
-func (d *Driver) ownsClaims() bool {
-	if !d.t.ownClaims {
-		return false
-	}
-	return d.conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] != "false"
-}

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -308,5 +310,121 @@ func TestUseDriverPodIP(t *testing.T) {
 	}
 	if got := d.Conf()["spark.driver.host"]; got != "10.0.0.7" {
 		t.Errorf("spark.driver.host = %q, want the bind address (SparkContext sets it so)", got)
+	}
+}
+
+// TestDriverCalls: the driver JVM's calls from its start to its clean stop, in order, as the
+// apiserver's audit log shows them for Spark 3.5.6 and 4.1.1 (e2e/realnode/spark_calls_test.go
+// checks the same against the real thing). The first two reads are the simulator's own: it
+// reads its pod's spec and the properties file through the API (see StartDriverWith). The fake
+// has no REST client, so the Services' delete-collection is a list and a delete here.
+func TestDriverCalls(t *testing.T) {
+	for _, tc := range []struct {
+		v     Version
+		calls []string
+	}{
+		{Spark35, []string{
+			"get pods", "get configmaps", // the simulator's own reads
+			"get pods", "list pods", "watch pods", // its own pod; Ready?; then Ready by watch
+			"watch pods", "list persistentvolumeclaims", "create configmaps", "create pods", "create pods",
+			"list services", "delete services", "delete-collection persistentvolumeclaims", "delete-collection pods", "delete-collection configmaps",
+		}},
+		{Spark41, []string{
+			"get pods", "get configmaps",
+			"get pods", "list pods", "watch pods",
+			"watch pods", "list persistentvolumeclaims", "create configmaps", "create pods", "create pods",
+			"list services", "delete services", "delete-collection persistentvolumeclaims", "delete-collection pods", "delete-collection configmaps",
+		}},
+	} {
+		t.Run(string(tc.v), func(t *testing.T) {
+			res, c := submitted(t, testApp(tc.v))
+			ctx := context.Background()
+			c.ClearActions()
+			d, err := StartDriverWith(ctx, c, "apps", res.Pod.Name, DriverOptions{Rand: seeded(9), Now: fixedNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.RequestExecutors(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := verbs(c); !slices.Equal(got, tc.calls) {
+				t.Errorf("calls\n%q\nwant\n%q", got, tc.calls)
+			}
+		})
+	}
+}
+
+// TestExecutorStartupConf: the settings an executor gets as -D options, read from each
+// version's SparkConf.isExecutorStartupConf (javap of spark-core 3.5.6 and 4.1.1): 4.x adds
+// spark.ssl.* but passwords.
+func TestExecutorStartupConf(t *testing.T) {
+	conf := map[string]string{
+		"spark.authenticate": "true", "spark.authenticate.secret": "s", "spark.rpc.askTimeout": "30s",
+		"spark.network.timeout": "60s", "spark.ssl.enabled": "true", "spark.ssl.keyStorePassword": "p",
+		"spark.port.maxRetries": "4", "spark.blockManager.port": "7079", "spark.app.name": "pi",
+	}
+	for _, tc := range []struct {
+		v    Version
+		want []string
+	}{
+		{Spark35, []string{"-Dspark.authenticate=true", "-Dspark.blockManager.port=7079", "-Dspark.network.timeout=60s",
+			"-Dspark.port.maxRetries=4", "-Dspark.rpc.askTimeout=30s"}},
+		{Spark41, []string{"-Dspark.authenticate=true", "-Dspark.blockManager.port=7079", "-Dspark.network.timeout=60s",
+			"-Dspark.port.maxRetries=4", "-Dspark.rpc.askTimeout=30s", "-Dspark.ssl.enabled=true"}},
+	} {
+		t.Run(string(tc.v), func(t *testing.T) {
+			tr, err := tc.v.traits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &Driver{t: tr, conf: conf}
+			if got := d.javaOpts(); !slices.Equal(got, tc.want) {
+				t.Errorf("executor -D options\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDriverPollsItsExecutors: besides its watch, the driver lists its active executors every
+// poll interval until its clean stop (ExecutorPodsPollingSnapshotSource), on every version.
+func TestDriverPollsItsExecutors(t *testing.T) {
+	for _, v := range []Version{Spark35, Spark41} {
+		t.Run(string(v), func(t *testing.T) {
+			res, c := submitted(t, testApp(v))
+			ctx := context.Background()
+			d, err := StartDriverWith(ctx, c, "apps", res.Pod.Name, DriverOptions{PollInterval: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			polls := func() int {
+				n := 0
+				for _, a := range c.Actions() {
+					if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "pods" &&
+						l.GetListRestrictions().Labels.String() == d.activeSelector() {
+						n++
+					}
+				}
+				return n
+			}
+			time.Sleep(200 * time.Millisecond)
+			if polls() < 2 {
+				t.Errorf("%d polls in 200 ms at a 20 ms interval", polls())
+			}
+			if !strings.Contains(d.activeSelector(), LabelExecInactive+"!=true") {
+				t.Errorf("the poll's selector %q does not leave out inactive executors", d.activeSelector())
+			}
+			if err := d.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			after := polls()
+			time.Sleep(100 * time.Millisecond)
+			if polls() != after {
+				t.Errorf("the driver still polls after its clean stop")
+			}
+		})
 	}
 }

@@ -178,10 +178,7 @@ func (b driverBuilder) build(now time.Time) error {
 	props["spark.driver.host"] = host
 	props["spark.driver.port"] = strconv.Itoa(DriverPort)
 	props["spark.driver.blockManager.port"] = strconv.Itoa(BlockManagerPort)
-	props["spark.kubernetes.resource.type"] = "java"
-	if b.app.PyFile != "" {
-		props["spark.kubernetes.resource.type"] = "python"
-	}
+	props["spark.kubernetes.resource.type"] = b.app.language().resourceType()
 	if t.fixedExecutorPrefix {
 		props["spark.kubernetes.executor.podNamePrefix"] = p.Prefix
 	} else {
@@ -208,7 +205,6 @@ func (b driverBuilder) build(now time.Time) error {
 		corev1.EnvVar{Name: "SPARK_DRIVER_BIND_ADDRESS", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
 		corev1.EnvVar{Name: "SPARK_LOCAL_DIRS", Value: b.localDir},
-		corev1.EnvVar{Name: "SPARK_CONF_DIR", Value: SparkConfDir},
 	)
 
 	args := []string{"driver"}
@@ -216,15 +212,11 @@ func (b driverBuilder) build(now time.Time) error {
 		args = append(args, "--proxy-user", b.app.ProxyUser)
 	}
 	switch primary := b.app.resource(); {
-	case t.oldConfMap && b.app.PyFile != "":
-		// 2.4's DriverCommandFeatureStep for Python: its own entry, the file and the arguments in
-		// the env, which the entrypoint appends after "$@".
-		args = []string{entryDriverPy, "--properties-file", SparkConfPath, "--class", b.app.mainClass()}
-		env = append(env, corev1.EnvVar{Name: "PYSPARK_PRIMARY", Value: primary},
-			corev1.EnvVar{Name: "PYSPARK_MAJOR_PYTHON_VERSION", Value: "2"})
-		if len(b.app.AppArgs) > 0 {
-			env = append(env, corev1.EnvVar{Name: "PYSPARK_APP_ARGS", Value: strings.Join(b.app.AppArgs, " ")})
-		}
+	case t.oldConfMap && b.app.language() != langJVM:
+		// 2.4's PySpark or R binding step: its own entry, the file and the arguments in the env.
+		var bindEnv []corev1.EnvVar
+		args, bindEnv = bindingStep24(b.app, conf)
+		env = append(env, bindEnv...)
 	case t.oldConfMap:
 		// 2.4's JavaDriverFeatureStep: the jar travels in spark.jars, the argument is a marker.
 		args = append(args, "--properties-file", SparkConfPath, "--class", b.app.mainClass(), "spark-internal")
@@ -234,6 +226,8 @@ func (b driverBuilder) build(now time.Time) error {
 		args = append(args, "--properties-file", SparkConfPath, "--class", b.app.mainClass(), primary)
 		args = append(args, b.app.AppArgs...)
 	}
+	// Client.run adds the conf directory after every feature step.
+	env = append(env, corev1.EnvVar{Name: "SPARK_CONF_DIR", Value: SparkConfDir})
 
 	confVolume := "spark-conf-volume-driver"
 	cmSource := &corev1.ConfigMapVolumeSource{

@@ -233,8 +233,8 @@ func (d *Driver) usesDriverPodIP() bool {
 
 // javaOpts are the executor's SPARK_JAVA_OPT_n: spark.executor.extraJavaOptions (split on
 // whitespace), then -Dk=v for each setting an executor needs at startup
-// (SparkConf.isExecutorStartupConf: spark.auth*, spark.rpc*, spark.network*, spark.port.*, *.port),
-// in key order.
+// (SparkConf.isExecutorStartupConf: spark.auth*, spark.rpc*, spark.network*, 4.x spark.ssl* but
+// passwords, spark.port.*, *.port), in key order.
 func (d *Driver) javaOpts() []string {
 	var out []string
 	if v := d.conf["spark.executor.extraJavaOptions"]; v != "" {
@@ -243,6 +243,7 @@ func (d *Driver) javaOpts() []string {
 	for _, k := range sortedKeys(d.conf) {
 		startup := (strings.HasPrefix(k, "spark.auth") && k != "spark.authenticate.secret") ||
 			strings.HasPrefix(k, "spark.rpc") || strings.HasPrefix(k, "spark.network") ||
+			(d.t.sslStartupConf && strings.HasPrefix(k, "spark.ssl") && !strings.Contains(k, "Password")) ||
 			strings.HasPrefix(k, "spark.port.") || (strings.HasPrefix(k, "spark.") && strings.HasSuffix(k, ".port"))
 		if startup {
 			out = append(out, "-D"+k+"="+d.conf[k])

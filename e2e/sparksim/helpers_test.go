@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/driverset/driverset/e2e/sparksim/sparksimtest"
 )
 
 // fixedNow is the clock of every deterministic test: 2026-01-02T03:04:05.678Z.
@@ -23,19 +22,10 @@ func testApp(v Version) App {
 	return App{Version: v, Name: "spark-pi", Namespace: "apps", Rand: seeded(1), Now: fixedNow}
 }
 
-// newFake is a fake clientset that, like an apiserver, gives every created object a UID.
+// newFake is sparksimtest.NewFake.
 func newFake(t *testing.T, objs ...runtime.Object) *fake.Clientset {
 	t.Helper()
-	c := fake.NewClientset(objs...)
-	c.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if obj := a.(k8stesting.CreateAction).GetObject(); obj != nil {
-			if m, err := meta.Accessor(obj); err == nil && m.GetUID() == "" {
-				m.SetUID(types.UID("uid-" + m.GetName()))
-			}
-		}
-		return false, nil, nil
-	})
-	return c
+	return sparksimtest.NewFake(objs...)
 }
 
 // verbs lists "verb resource" of every action the fake saw, in order.

@@ -87,7 +87,8 @@ func SubmitPlan(ctx context.Context, c kubernetes.Interface, plan *Plan, o Submi
 	res := &Result{ExitCode: 1, Plan: plan}
 	t, _ := plan.Version.traits()
 	pods := c.CoreV1().Pods(plan.DriverPod.Namespace)
-	w := &podWatch{pods: pods, name: plan.DriverPodName, res: res, log: log, t: t, resets: o.WatchResets}
+	w := &podWatch{pods: pods, name: plan.DriverPodName, res: res, log: log, t: t, resets: o.WatchResets,
+		app: plan.Properties["spark.app.name"], submission: plan.DriverPod.Namespace + ":" + plan.DriverPodName}
 
 	if t.watchBeforeCreate {
 		if err := w.open(ctx, ""); err != nil {
@@ -233,6 +234,9 @@ type podWatch struct {
 	t      traits
 	w      watch.Interface
 	resets <-chan struct{}
+	// app is spark.app.name and submission the submission ID (namespace:pod), for the log.
+	app, submission string
+	last            *corev1.Pod // the pod as last seen
 }
 
 func (p *podWatch) open(ctx context.Context, rv string) error {
@@ -284,6 +288,7 @@ func (p *podWatch) observe(pod *corev1.Pod) bool {
 	if phase != "" {
 		p.res.FinalPhase = phase
 	}
+	p.last = pod
 	fmt.Fprintf(p.log, "State changed, new state:\n%s", formatPodState(pod))
 	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
@@ -291,7 +296,10 @@ func (p *podWatch) observe(pod *corev1.Pod) bool {
 // wait follows the driver pod until it completes or is deleted.
 func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 	defer p.close()
-	fmt.Fprintf(p.log, "Waiting for application %s to finish...\n", created.Name)
+	fmt.Fprintf(p.log, "Waiting for application %s with application ID %s and submission ID %s to finish...\n",
+		p.app, p.res.Plan.AppID, p.submission)
+	status := time.NewTicker(reportInterval)
+	defer status.Stop()
 	rv := created.ResourceVersion
 	if p.w == nil {
 		if err := p.open(ctx, rv); err != nil {
@@ -307,6 +315,8 @@ func (p *podWatch) wait(ctx context.Context, created *corev1.Pod) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-status.C:
+			fmt.Fprintf(p.log, "Application status for %s (phase: %s)\n", p.res.Plan.AppID, orUnknown(string(p.res.FinalPhase)))
 		case <-p.resets:
 			if done, err := p.gone(ctx, &rv); done || err != nil {
 				return err
@@ -395,8 +405,24 @@ func (p *podWatch) refresh(ctx context.Context, rv *string) (bool, error) {
 	return false, nil
 }
 
+// reportInterval is spark.kubernetes.report.interval: how often spark-submit logs the phase.
+const reportInterval = time.Second
+
+// finished logs the end of the wait as LoggingPodStatusWatcherImpl.watchOrStop does (3.5, 4.1).
 func (p *podWatch) finished() {
-	fmt.Fprintf(p.log, "Application %s finished (phase: %s, deleted: %v).\n", p.name, p.res.FinalPhase, p.res.Deleted)
+	if p.last == nil || len(p.last.Status.ContainerStatuses) == 0 {
+		fmt.Fprintf(p.log, "No containers were found in the driver pod.\n")
+	} else {
+		fmt.Fprintf(p.log, "Container final statuses:\n\n%s", containerStates(p.last))
+	}
+	fmt.Fprintf(p.log, "Application %s with application ID %s and submission ID %s finished\n", p.app, p.res.Plan.AppID, p.submission)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // formatPodState is Spark's KubernetesUtils.formatPodState, shortened to what tests read.
@@ -407,6 +433,13 @@ func formatPodState(pod *corev1.Pod) string {
 	if len(pod.Status.ContainerStatuses) == 0 {
 		b.WriteString("\t container status: N/A\n")
 	}
+	b.WriteString(containerStates(pod))
+	return b.String()
+}
+
+// containerStates is KubernetesUtils.containersDescription, shortened as formatPodState is.
+func containerStates(pod *corev1.Pod) string {
+	var b strings.Builder
 	for _, cs := range pod.Status.ContainerStatuses {
 		fmt.Fprintf(&b, "\t container status:\n\t\t container name: %s\n\t\t container image: %s\n", cs.Name, cs.Image)
 		switch s := cs.State; {

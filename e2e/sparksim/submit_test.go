@@ -26,7 +26,7 @@ func TestSubmitCreatesOwnedServiceAndConfigMap(t *testing.T) {
 		verbs []string
 	}{
 		{Spark24, []string{"watch pods", "create pods", "create services", "create configmaps"}},
-		{Spark35, []string{"create pods", "create services", "create configmaps"}},
+		{Spark35, []string{"create pods", "patch services", "patch configmaps"}},
 		{Spark41, []string{"create pods", "patch services", "patch configmaps"}},
 	}
 	for _, tc := range tests {
@@ -39,11 +39,11 @@ func TestSubmitCreatesOwnedServiceAndConfigMap(t *testing.T) {
 			if got := verbs(c); !slices.Equal(got, tc.verbs) {
 				t.Errorf("calls %v, want %v", got, tc.verbs)
 			}
-			if tc.v == Spark41 {
+			if tc.v != Spark24 {
 				for _, a := range c.Actions()[1:] {
 					p := a.(k8stesting.PatchAction)
 					if p.GetPatchType() != types.ApplyPatchType {
-						t.Errorf("4.x %s is not server-side apply: %s", a.GetResource().Resource, p.GetPatchType())
+						t.Errorf("%s %s is not server-side apply: %s", tc.v, a.GetResource().Resource, p.GetPatchType())
 					}
 				}
 			}
@@ -94,7 +94,7 @@ func TestSubmitRefusedPodCreatesNothingElse(t *testing.T) {
 
 func TestSubmitDeletesThePodWhenItsObjectsFail(t *testing.T) {
 	c := newFake(t)
-	c.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewBadRequest("no configmaps today")
 	})
 	res, err := Submit(context.Background(), c, testApp(Spark35), SubmitOptions{WaitAppCompletion: true})
@@ -201,6 +201,19 @@ func TestSubmitWaitsForTheEnd(t *testing.T) {
 			}
 			if !strings.Contains(log.String(), "phase: Running") || !strings.Contains(log.String(), "container state: running") {
 				t.Errorf("log does not show the running state:\n%s", log.String())
+			}
+			// LoggingPodStatusWatcherImpl's lines, as in spark-kubernetes 3.5.6 and 4.1.1.
+			sid := "apps:" + plan.DriverPodName
+			for _, line := range []string{
+				"Waiting for application spark-pi with application ID " + plan.AppID + " and submission ID " + sid + " to finish...\n",
+				"Application spark-pi with application ID " + plan.AppID + " and submission ID " + sid + " finished\n",
+			} {
+				if !strings.Contains(log.String(), line) {
+					t.Errorf("log lacks %q:\n%s", line, log.String())
+				}
+			}
+			if !strings.Contains(log.String(), "Container final statuses:\n\n\t container status:") {
+				t.Errorf("log lacks the container final statuses:\n%s", log.String())
 			}
 		})
 	}

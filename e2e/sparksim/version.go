@@ -3,13 +3,15 @@
 // to an apiserver through client-go and build the objects that Spark 2.4, 3.5 and 4.1 build, call
 // by call, so that driverset's webhook and controller can be tested against what Spark really
 // sends. The behaviour followed is the one written down in docs/spark-facts.md and in
-// Spark's resource-managers/kubernetes sources; each file says which part it plays.
+// Spark's resource-managers/kubernetes sources; each file says which part it plays. The 3.5 and
+// 4.1 calls, in their order, are checked against real Spark 3.5.6's and 4.1.1's, recorded by the
+// apiserver's audit log (TestRealSpark in e2e/realnode).
 //
 // Not confirmed against a release tag (read from Spark's main line, or inferred): whether 2.4's
 // driver Service has no labels, whether 3.5's ConfigMap also carries spark.kubernetes.namespace,
 // the IP-family fields of the 3.5/4.1 Service, 2.4's executor container name, and the exact
-// spark-version label values (2.4.8, 3.5.7, 4.1.2 are used). Not simulated: the driver's 1 s wait
-// for its own pod to be Ready, spark-defaults.conf, and envFrom.
+// spark-version label values (2.4.8, 3.5.7, 4.1.2 are used). Not simulated: spark-defaults.conf
+// and envFrom.
 package sparksim
 
 import "fmt"
@@ -37,8 +39,9 @@ type traits struct {
 	oldConfMap bool
 	// fixedExecutorPrefix: spark-submit writes spark.kubernetes.executor.podNamePrefix (2.4/3.0).
 	fixedExecutorPrefix bool
-	// serverSideApply: the Service and ConfigMap are server-side applied (4.x) instead of
-	// create-or-replace (2.4, 3.x).
+	// serverSideApply: the Service and ConfigMap are server-side applied, field manager fabric8,
+	// forced (3.5 and 4.1, as the apiserver's audit log shows for 3.5.6 and 4.1.1), instead of
+	// create-or-replace (2.4).
 	serverSideApply bool
 	// watchBeforeCreate: 2.4 opens the watch on the driver pod before it POSTs the pod.
 	watchBeforeCreate bool
@@ -60,6 +63,15 @@ type traits struct {
 	// "spark-connect" (spark.connect.grpc.binding.port, default 15002; the Service's with
 	// appProtocol grpc): BasicDriverFeatureStep and DriverServiceFeatureStep, SPARK-52193, 4.1.
 	connectPort bool
+	// readyWait: the executor allocator's start waits up to 1 s for the driver's own pod to be
+	// Ready (fabric8's waitUntilReady: a list by name, then a watch while not Ready), 3.x+.
+	readyWait bool
+	// activeExecutorWatch: the driver's executor watch leaves out executors labelled
+	// spark-exec-inactive=true (4.x, seen in 4.1.1's audit log).
+	activeExecutorWatch bool
+	// sslStartupConf: spark.ssl.* settings but passwords are executor startup settings
+	// (SparkConf.isExecutorStartupConf in 4.1.1's spark-core; not in 3.5.6's).
+	sslStartupConf bool
 }
 
 func (v Version) traits() (traits, error) {
@@ -67,12 +79,12 @@ func (v Version) traits() (traits, error) {
 	case Spark24:
 		return traits{release: "2.4.8", oldConfMap: true, fixedExecutorPrefix: true, watchBeforeCreate: true}, nil
 	case Spark35:
-		return traits{release: "3.5.7", versionLabels: true, restartWatchOnGone: true,
-			execConfigMap: true, resourceProfiles: true, ownClaims: true}, nil
+		return traits{release: "3.5.7", versionLabels: true, serverSideApply: true, restartWatchOnGone: true,
+			execConfigMap: true, resourceProfiles: true, ownClaims: true, readyWait: true}, nil
 	case Spark41:
 		return traits{release: "4.1.2", versionLabels: true, serverSideApply: true, restartWatchOnGone: true,
 			minOverheadConf: true, execConfigMap: true, resourceProfiles: true, driverPodIPOption: true, ownClaims: true,
-			connectPort: true}, nil
+			connectPort: true, readyWait: true, activeExecutorWatch: true, sslStartupConf: true}, nil
 	}
 	return traits{}, fmt.Errorf("sparksim: unsupported Spark version %q (want %s, %s or %s)", v, Spark24, Spark35, Spark41)
 }

@@ -38,6 +38,8 @@ type layout struct {
 	KwokConfig             string
 	// AdmissionConfig presents the apiserver's client certificate to admission webhooks.
 	AdmissionConfig string
+	// AuditPolicy and AuditLog are the apiserver's audit policy and log files; "" for none.
+	AuditPolicy, AuditLog string
 }
 
 func (l layout) etcdURL() string { return "http://127.0.0.1:" + strconv.Itoa(l.EtcdClientPort) }
@@ -112,7 +114,7 @@ func apiserverArgs(l layout) []string {
 		}
 		args = append(args, "--enable-aggregator-routing=true")
 	}
-	return args
+	return append(args, auditArgs(l)...)
 }
 
 func controllerManagerArgs(l layout) []string {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -62,10 +64,31 @@ func newNodeObject(name string, index int) *corev1.Node {
 // AddNode creates a new KWOK node with its own kwok process and pod /24, and waits until it is
 // Ready and schedulable.
 func (c *Cluster) AddNode(ctx context.Context, name string) error {
-	if err := c.createNode(ctx, name); err != nil {
-		return err
+	err := c.createNode(ctx, name)
+	if err == nil {
+		err = c.waitNodeReady(ctx, name, "")
 	}
-	return c.waitNodeReady(ctx, name, "")
+	if err != nil {
+		// Nothing is left half made (a Node whose creation's answer was lost while the apiserver
+		// restarted, a kwok for a node that never turned Ready): the caller may try again under
+		// another name.
+		c.discardNode(name)
+	}
+	return err
+}
+
+// discardNode stops the node's kwok, if any, and deletes its Node object, if any, retrying for a
+// while an apiserver that is away, and forgets it.
+func (c *Cluster) discardNode(name string) {
+	if p, err := c.detachKwok(name); err == nil && p != nil {
+		p.stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		return client404(c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})) == nil, nil
+	})
+	c.forgetNode(name)
 }
 
 // createNode registers the Node object and starts its kwok.

@@ -49,6 +49,9 @@ type realNode struct {
 	// pidNS is the node's PID namespace as last seen alive (/proc/<pid>/ns/pid of its init), kept
 	// after a kill so that tests can check nothing of the node survived.
 	pidNS string
+	// kubelet is what the node's kubelet runs with besides the defaults (RestartKubelet).
+	kubelet KubeletSettings
+	logind  *Logind // the node's private system bus, when a test started one (StartLogind)
 }
 
 // cgroupRootName is the node's own cgroup (cgroupfs), under which its kubelet puts every pod.
@@ -156,28 +159,9 @@ func (c *Cluster) writeRealNodeFiles(n *realNode) error {
 	if err := makeCgroupRoot(n.cgroupRootName(c.net)); err != nil {
 		return err
 	}
-	runc, err := exec.LookPath("runc")
+	p, err := c.realNodeParams(n)
 	if err != nil {
 		return err
-	}
-	p := realNodeParams{
-		realNodeFiles: f,
-		Name:          n.name,
-		NodeIP:        realNodeIP(n.index),
-		PodCIDR:       fmt.Sprintf(realPodCIDRFormat, n.index),
-		PodGateway:    fmt.Sprintf(realPodGWFormat, n.index),
-		ClusterCIDR:   realClusterCIDR,
-		BinDir:        c.BinDir,
-		CNIBinDir:     filepath.Join(c.BinDir, "cni"),
-		Runc:          runc,
-		CgroupRoot:    n.cgroupRootName(c.net),
-		PauseImage:    c.opts.PauseImage,
-		CACert:        c.lay.PKI.CACert,
-		DNSIP:         DNSServiceIP,
-		Images:        c.opts.Images,
-		LogDir:        filepath.Join(c.Dir, "logs"),
-		LeaseSeconds:  leaseSeconds(c.opts.NodeMonitorGracePeriod),
-		StatusEvery:   max(time.Second, c.opts.NodeMonitorGracePeriod/8),
 	}
 	files := map[string]string{
 		f.Script:         nodeScript,
@@ -213,6 +197,38 @@ func (c *Cluster) writeRealNodeFiles(n *realNode) error {
 		return err
 	}
 	return writeKubeconfig(f.ProxyKC, server, c.pki.CA.CertPEM, proxy)
+}
+
+// realNodeParams fills the node's templates.
+func (c *Cluster) realNodeParams(n *realNode) (realNodeParams, error) {
+	f := n.files
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return realNodeParams{}, err
+	}
+	c.mu.Lock()
+	kubelet := n.kubelet
+	c.mu.Unlock()
+	return realNodeParams{
+		realNodeFiles: f,
+		Name:          n.name,
+		NodeIP:        realNodeIP(n.index),
+		PodCIDR:       fmt.Sprintf(realPodCIDRFormat, n.index),
+		PodGateway:    fmt.Sprintf(realPodGWFormat, n.index),
+		ClusterCIDR:   realClusterCIDR,
+		BinDir:        c.BinDir,
+		CNIBinDir:     filepath.Join(c.BinDir, "cni"),
+		Runc:          runc,
+		CgroupRoot:    n.cgroupRootName(c.net),
+		PauseImage:    c.opts.PauseImage,
+		CACert:        c.lay.PKI.CACert,
+		DNSIP:         DNSServiceIP,
+		Images:        c.opts.Images,
+		LogDir:        filepath.Join(c.Dir, "logs"),
+		LeaseSeconds:  leaseSeconds(c.opts.NodeMonitorGracePeriod),
+		StatusEvery:   max(time.Second, c.opts.NodeMonitorGracePeriod/8),
+		Kubelet:       kubelet,
+	}, nil
 }
 
 // startRealNode runs the node's script as PID 1 of new PID and mount namespaces inside the
@@ -485,11 +501,14 @@ func (c *Cluster) stopRealNodes() error {
 	var errs []error
 	for _, n := range nodes {
 		c.mu.Lock()
-		p := n.proc
-		n.proc = nil
+		p, l := n.proc, n.logind
+		n.proc, n.logind = nil, nil
 		c.mu.Unlock()
 		if p != nil {
 			p.kill()
+		}
+		if l != nil {
+			errs = append(errs, l.Close())
 		}
 	}
 	for _, n := range nodes {

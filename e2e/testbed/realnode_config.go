@@ -24,6 +24,11 @@ type realNodeFiles struct {
 	ProxyConfig     string
 	ProxyKC         string
 	SysctlDir       string
+	// BusSocket is where the kubelet looks for the system D-Bus (StartLogind's private bus).
+	BusSocket string
+	// KubeletRestart, when present as the kubelet exits, makes the node script start it again
+	// (with its new configuration) instead of ending the node (RestartKubelet).
+	KubeletRestart string
 }
 
 func realNodeLayout(dir string) realNodeFiles {
@@ -42,6 +47,8 @@ func realNodeLayout(dir string) realNodeFiles {
 		ProxyConfig:     j("kube-proxy.yaml"),
 		ProxyKC:         j("kube-proxy.kubeconfig"),
 		SysctlDir:       j("sysctl"),
+		BusSocket:       j("dbus/system_bus_socket"),
+		KubeletRestart:  j("kubelet.restart"),
 	}
 }
 
@@ -66,6 +73,8 @@ type realNodeParams struct {
 	// node monitor grace period, as the KWOK nodes do.
 	LeaseSeconds int
 	StatusEvery  time.Duration
+	// Kubelet is what a test changed in this node's kubelet (RestartKubelet).
+	Kubelet KubeletSettings
 }
 
 // kernelTunables are the sysctls the kubelet insists on (kubelet cm setupKernelTunables): the
@@ -118,10 +127,22 @@ for i in $(seq 1 600); do ctr version >/dev/null 2>&1 && break; sleep 0.1; done
 {{range .Images}}ctr images import --local {{.}} >/dev/null
 {{end}}echo "node {{.Name}}: images: $(ctr images ls -q | tr '\n' ' ')"
 
-{{.BinDir}}/kubelet --config={{.KubeletConfig}} --kubeconfig={{.KubeletKC}} \
-  --root-dir={{.KubeletRoot}} --cert-dir={{.KubeletRoot}}/pki \
-  --hostname-override={{.Name}} --node-ip={{.NodeIP}} --v=2 \
-  >>{{.LogDir}}/{{.Name}}-kubelet.log 2>&1 &
+# The kubelet runs again, with the configuration written meanwhile, when the test bed asked for
+# a restart (RestartKubelet); otherwise its exit ends the node. Its system bus is the node's own
+# (StartLogind), never the host's.
+run_kubelet() {
+  while :; do
+    DBUS_SYSTEM_BUS_ADDRESS=unix:path={{.BusSocket}} \
+    {{.BinDir}}/kubelet --config={{.KubeletConfig}} --kubeconfig={{.KubeletKC}} \
+      --root-dir={{.KubeletRoot}} --cert-dir={{.KubeletRoot}}/pki \
+      --hostname-override={{.Name}} --node-ip={{.NodeIP}} --v=2 \
+      >>{{.LogDir}}/{{.Name}}-kubelet.log 2>&1 || true
+    [ -e {{.KubeletRestart}} ] || return 1
+    rm -f {{.KubeletRestart}}
+    echo "node {{.Name}}: kubelet restarts with a new configuration"
+  done
+}
+run_kubelet &
 {{.BinDir}}/kube-proxy --config={{.ProxyConfig}} --v=2 >>{{.LogDir}}/{{.Name}}-kube-proxy.log 2>&1 &
 # Any of the three ending ends the node.
 wait -n
@@ -189,7 +210,8 @@ const cniConfig = `{
 
 // kubeletConfig: cgroup v1 with cgroupfs under this node's own cgroup root; no writes to the
 // host's firewall, OOM scores or file limits; eviction thresholds that a shared test VM's disk
-// never trips by accident.
+// never trips by accident. A test may add soft eviction thresholds and graceful node shutdown
+// for one node (KubeletSettings).
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -227,6 +249,21 @@ evictionHard:
   nodefs.available: 1%
   nodefs.inodesFree: 1%
   imagefs.available: 1%
+{{- with .Kubelet.EvictionSoft}}
+evictionSoft:
+{{- range $signal, $threshold := .}}
+  {{$signal}}: "{{$threshold}}"
+{{- end}}
+evictionSoftGracePeriod:
+{{- range $signal, $threshold := .}}
+  {{$signal}}: {{$.Kubelet.EvictionSoftGracePeriod}}
+{{- end}}
+evictionMaxPodGracePeriod: {{$.Kubelet.EvictionMaxPodGracePeriodSeconds}}
+{{- end}}
+{{- with .Kubelet.ShutdownGracePeriod}}
+shutdownGracePeriod: {{.}}
+shutdownGracePeriodCriticalPods: {{$.Kubelet.ShutdownGracePeriodCriticalPods}}
+{{- end}}
 serializeImagePulls: false
 `
 

@@ -71,6 +71,9 @@ type Options struct {
 	// reachable); PauseImage, the name of the pod sandbox image among them.
 	Images     []string
 	PauseImage string
+	// AuditLog turns on the apiserver's audit log (audit.go): the calls of workloads' clients
+	// at Metadata level, read from AuditLogPath. Default off.
+	AuditLog bool
 }
 
 func (o Options) withDefaults() Options {
@@ -241,6 +244,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		SchedulerKC:            filepath.Join(c.Dir, "scheduler.kubeconfig"),
 		KwokConfig:             filepath.Join(c.Dir, "kwok-stages.yaml"),
 		AdmissionConfig:        c.webhookClient.AdmissionConfig,
+	}
+	if c.opts.AuditLog {
+		if c.lay.AuditPolicy, c.lay.AuditLog, err = writeAuditPolicy(c.Dir); err != nil {
+			return err
+		}
 	}
 	server := fmt.Sprintf("https://%s:%d", apiHost, c.lay.APIServerPort)
 	for path, id := range map[string]*keyPair{

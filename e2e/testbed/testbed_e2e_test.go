@@ -15,4 +15,5 @@ func TestOnTestbed(t *testing.T) {
 
 	t.Run("StatefulSet", func(t *testing.T) { testStatefulSet(t, c) })
 	t.Run("TerminateContainer", func(t *testing.T) { testTerminateContainer(t, c) })
+	t.Run("AddNodeLeavesNothingWhenItFails", func(t *testing.T) { testAddNodeLeavesNothingWhenItFails(t, c) })
 }

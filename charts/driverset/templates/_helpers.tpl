@@ -33,13 +33,18 @@ app.kubernetes.io/name: driverset
 
 {{/*
 Each webhook's namespaceSelector expressions: never the excluded namespaces and, when
-webhook.includedNamespaces is set, only those.
+webhook.includedNamespaces or watchNamespaces is set, only those.
 */}}
 {{- define "driverset.namespaceExpressions" -}}
 - key: kubernetes.io/metadata.name
   operator: NotIn
   values: {{ include "driverset.excludedNamespaces" . }}
 {{- with .Values.webhook.includedNamespaces }}
+- key: kubernetes.io/metadata.name
+  operator: In
+  values: {{ toJson . }}
+{{- end }}
+{{- with .Values.watchNamespaces }}
 - key: kubernetes.io/metadata.name
   operator: In
   values: {{ toJson . }}
@@ -59,4 +64,30 @@ true
 - kind: ServiceAccount
   name: driverset
   namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/* The PriorityClass of driverset's pods: the admin's, else driverset's own when made. */}}
+{{- define "driverset.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{ .Values.priorityClassName }}
+{{- else if .Values.priorityClass.create -}}
+driverset
+{{- end -}}
+{{- end }}
+
+{{/*
+The pod's affinity: the admin's, with the podAntiAffinity of the podAntiAffinity value unless the
+admin gave one. Never two replicas on one node (required), or rather not (preferred).
+*/}}
+{{- define "driverset.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "driverset.selectorLabels" . | fromYaml)) -}}
+{{- if not (hasKey $affinity "podAntiAffinity") -}}
+{{- if eq .Values.podAntiAffinity "required" -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) -}}
+{{- else if eq .Values.podAntiAffinity "preferred" -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $affinity -}}
 {{- end }}

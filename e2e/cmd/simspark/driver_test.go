@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/driverset/driverset/e2e/sparksim"
+	"github.com/driverset/driverset/e2e/sparksim/sparksimtest"
 )
 
 // testDriver is a simulated driver on a fake API, its pod submitted by sparksim with conf, its
@@ -30,7 +31,7 @@ type testDriver struct {
 
 func newTestDriver(t *testing.T, conf map[string]string) *testDriver {
 	t.Helper()
-	c := fake.NewClientset()
+	c := sparksimtest.NewFake()
 	app := sparksim.App{Version: sparksim.Spark35, Name: "pi", Namespace: "apps", ExecutorInstances: 3, Conf: conf}
 	res, err := sparksim.Submit(context.Background(), c, app, sparksim.SubmitOptions{})
 	if err != nil {

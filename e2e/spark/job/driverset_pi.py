@@ -19,11 +19,14 @@ def slice_hits(i, sleep_ms):
 
 
 def main():
-    from pyspark import SparkConf, SparkContext  # here, so the slices can be computed without Spark
+    # here, so the slices can be computed without Spark
+    from pyspark import SparkConf, SparkContext, __version__ as pyspark_version
 
     slices, sleep_ms = int(sys.argv[1]), int(sys.argv[2])
     sc = SparkContext(conf=SparkConf().setAppName("driverset-pi"))
     print("driverset-pi: app %s attempt started" % sc.applicationId, flush=True)
+    # PySpark's Python side and the JVM it drives are released together: say which ran.
+    print("driverset-pi: PySpark %s on Spark %s" % (pyspark_version, sc.version), flush=True)
     inside = sc.parallelize(range(slices), slices).map(lambda i: slice_hits(i, sleep_ms)).reduce(lambda a, b: a + b)
     print("driverset-pi: pi is roughly %.6f (%d slices)" % (4.0 * inside / (slices * DARTS), slices), flush=True)
     sc.stop()

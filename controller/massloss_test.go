@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// TestReconcileTakesTheLostIncarnationsExecutorsAlong: when driverset force-deletes a driver pod
+// on a node proven down, it deletes that incarnation's executors in the same pass, before the
+// driver pod: the next incarnation then finds none, so it is not held by the stale-executor gate
+// for a pass of its own (on a node that held many drivers, that pass is what the last one waits
+// for). Those on the dead node are force-deleted, one on a healthy node gracefully; another
+// app's executor is left alone.
+func TestReconcileTakesTheLostIncarnationsExecutorsAlong(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	old := h.driver()
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	executor := func(name, node, appID string) { h.makeExecutor(name, node, appID, old.Name, old.UID) }
+	executor("pi-exec-1", "node-a", app)
+	executor("pi-exec-2", "node-b", app)
+	executor("other-exec-1", "node-a", "spark-another-app")
+
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionUnknown, lost,
+		corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	h.now = lost.Add(time.Second)
+	h.deletes = nil
+	h.reconcile()
+
+	var order []string
+	for _, d := range h.deletes {
+		order = append(order, d.kind+"/"+d.name)
+	}
+	want := []string{"Pod/pi-exec-1", "Pod/pi-exec-2", "Pod/" + old.Name}
+	if !slices.Equal(slices.Sorted(slices.Values(order[:min(2, len(order))])), want[:2]) || len(order) != 3 || order[2] != want[2] {
+		t.Fatalf("deletions %v, want the lost incarnation's executors %v, then its driver pod %s", order, want[:2], want[2])
+	}
+	if got, want := h.forcedDeletions(), []string{"Pod/pi-exec-1", "Pod/" + old.Name}; !slices.Equal(got, want) {
+		t.Errorf("force-deletions %v, want %v (the executor on the healthy node goes gracefully)", got, want)
+	}
+}
