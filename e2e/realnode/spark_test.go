@@ -411,7 +411,12 @@ func (r *sparkRun) expectStableName(t *testing.T) {
 // runs, then declares it out of service, as an admin would.
 func killDriverNodeMidJob(t *testing.T, r *sparkRun) {
 	t.Helper()
-	first := waitDriverLog(t, r, reRegistered, sparkExecutors)
+	waitDriverLog(t, r, reRegistered, sparkExecutors)
+	// The job prints its attempt line only once its SparkContext is up, and on Kubernetes that
+	// waits for most executors to register (spark.scheduler.minRegisteredResourcesRatio, 0.8):
+	// the line comes after the registrations. Kill only once it has been read, or the count of
+	// attempts in TestRealSpark loses the first one with its node.
+	first := waitDriverLog(t, r, reAttempt, 1)
 	node := first.node
 	if err := bed.cluster.KillNode(context.Background(), node); err != nil {
 		t.Fatal(err)
