@@ -578,21 +578,9 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 
 	executor := func(name, appID string, owner types.UID, node string, terminating bool) {
 		t.Helper()
-		yes := true
-		e := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: h.p.Namespace,
-				Labels: map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor},
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: owner, Controller: &yes,
-				}},
-			},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.3"}}},
-		}
-		if err := h.c.Create(h.ctx, e); err != nil {
-			t.Fatal(err)
-		}
+		h.makeExecutor(name, node, appID, h.names.DriverPodName(), owner)
 		if terminating {
+			e := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.p.Namespace}}
 			if err := h.c.Delete(h.ctx, e); err != nil { // graceful: stays Terminating on its node
 				t.Fatal(err)
 			}

@@ -52,19 +52,7 @@ func TestNamespacedInstallsAgree(t *testing.T) {
 		})
 	}
 	t.Run("the chart makes the overlay's objects", func(t *testing.T) {
-		c := byKey(chart)
-		w := map[string]*unstructured.Unstructured{}
-		for _, u := range overlay {
-			if u.GetKind() != "Namespace" {
-				w[key(u)] = u
-			}
-		}
-		if got, want := sortedKeys(c), sortedKeys(w); !reflect.DeepEqual(got, want) {
-			t.Fatalf("the chart makes\n  %v\nthe overlay makes\n  %v", got, want)
-		}
-		for k := range w {
-			compareObject(t, k, c[k], w[k])
-		}
+		expectChartMakes(t, chart, overlay)
 	})
 	t.Run("the helm test runs in a watched namespace", func(t *testing.T) {
 		_, err := renderChartTests(t, systemNamespace, map[string]any{"watchNamespaces": []any{"spark-x"}})

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"testing"
 	"time"
 
@@ -143,19 +142,7 @@ func TestSchedulingComponentsMatchTheChart(t *testing.T) {
 		{[]string{"required-anti-affinity", "priority-class"}, map[string]any{"podAntiAffinity": "required", "priorityClass": map[string]any{"create": true}}},
 	} {
 		t.Run(toYAML(tc.components), func(t *testing.T) {
-			chart := byKey(mustRenderChart(t, systemNamespace, tc.values))
-			want := map[string]*unstructured.Unstructured{}
-			for _, u := range renderWithComponents(t, tc.components...) {
-				if u.GetKind() != "Namespace" {
-					want[key(u)] = u
-				}
-			}
-			if got, w := sortedKeys(chart), sortedKeys(want); !reflect.DeepEqual(got, w) {
-				t.Fatalf("the chart makes\n  %v\nkustomize makes\n  %v", got, w)
-			}
-			for k := range want {
-				compareObject(t, k, chart[k], want[k])
-			}
+			expectChartMakes(t, mustRenderChart(t, systemNamespace, tc.values), renderWithComponents(t, tc.components...))
 		})
 	}
 }
