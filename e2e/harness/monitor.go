@@ -65,7 +65,7 @@ func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error)
 	}
 	_, err := m.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.observe(o, false) },
-		UpdateFunc: func(_, o any) { m.observe(o, false) },
+		UpdateFunc: m.update,
 		DeleteFunc: func(o any) {
 			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = t.Obj
@@ -95,6 +95,17 @@ func (m *Monitor) observe(o any, deleted bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ledger.observe(p, deleted, time.Now())
+}
+
+func (m *Monitor) update(old, o any) {
+	was, _ := old.(*corev1.Pod)
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ledger.update(was, p, time.Now())
 }
 
 // Violations returns those recorded in namespace ns ("" for all).
@@ -205,6 +216,17 @@ func group(p *corev1.Pod) (key, app string) {
 func occupies(p *corev1.Pod) bool {
 	finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	return p.Spec.NodeName != "" && !finished
+}
+
+// update is an informer's update from old to p. Its store keys pods by name, so when a relist
+// (after the watch broke: an apiserver or etcd restart) finds the name held by a new object,
+// the old one's deletion comes as this update and never as an event of its own. A name is held
+// by one object at a time, so the old one was gone from the apiserver before p was made.
+func (l *ledger) update(old, p *corev1.Pod, at time.Time) {
+	if old != nil && old.UID != p.UID {
+		l.observe(old, true, at)
+	}
+	l.observe(p, false, at)
 }
 
 func (l *ledger) observe(p *corev1.Pod, deleted bool, at time.Time) {
