@@ -96,8 +96,7 @@ func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 		return "", time.Time{}, false
 	case failed && pod.Status.Reason == reasonEvicted:
 		cause = CauseEvicted
-	case failed && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore ||
-		pod.Status.Reason == reasonNodeShutdownRejected):
+	case failed && shutdownReason(pod):
 		cause = CauseNodeShutdown
 	case disruption == nil:
 		return "", time.Time{}, false
@@ -123,13 +122,21 @@ func endedByItsKubelet(pod *corev1.Pod) (cause string, since time.Time, ok bool)
 		return "", time.Time{}, false
 	}
 	d := disruptionOf(pod)
-	byKubelet := d != nil && d.Reason == corev1.PodReasonTerminationByKubelet ||
-		d == nil && (pod.Status.Reason == reasonNodeShutdown || pod.Status.Reason == reasonNodeShutdownBefore ||
-			pod.Status.Reason == reasonNodeShutdownRejected)
+	byKubelet := d != nil && d.Reason == corev1.PodReasonTerminationByKubelet || d == nil && shutdownReason(pod)
 	if !byKubelet {
 		return "", time.Time{}, false
 	}
 	return disruptedBy(pod)
+}
+
+// shutdownReason reports whether pod's status reason is one the kubelet gives a pod it stopped or
+// rejected for its node's shutdown.
+func shutdownReason(pod *corev1.Pod) bool {
+	switch pod.Status.Reason {
+	case reasonNodeShutdown, reasonNodeShutdownBefore, reasonNodeShutdownRejected:
+		return true
+	}
+	return false
 }
 
 // evictedForItsOwnUse reports whether the kubelet evicted pod for its own ephemeral-storage use
