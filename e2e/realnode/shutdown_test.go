@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/driverset/driverset/contract"
@@ -375,15 +376,26 @@ func notCountedThenSucceeded(t *testing.T, s *submission, second *corev1.Pod, ca
 	if n := p.Annotations[contract.AnnotationRestarts]; n != "" && n != "0" {
 		t.Errorf("restarts recorded on the placeholder = %q, want none: the kubelet's stop is no failure", n)
 	}
-	evs, err := kube().CoreV1().Events(s.app.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"involvedObject.name": s.plan.DriverPodName, "reason": "Recovered"}.String(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// driverset's Events are written after its decision, asynchronously: the new driver can be
+	// seen running before its Recovered Event is stored. Wait for it, then read it once more so
+	// that a second one written meanwhile is seen too.
 	var msgs []string
-	for _, e := range evs.Items {
-		msgs = append(msgs, e.Message)
+	recovered := func(ctx context.Context) (bool, error) {
+		evs, err := kube().CoreV1().Events(s.app.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": s.plan.DriverPodName, "reason": "Recovered"}.String(),
+		})
+		if err != nil {
+			return false, err
+		}
+		msgs = nil
+		for _, e := range evs.Items {
+			msgs = append(msgs, e.Message)
+		}
+		return len(msgs) > 0, nil
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, recovered)
+	if _, err := recovered(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if len(msgs) != 1 || !slices.ContainsFunc(causes, func(c string) bool { return strings.Contains(msgs[0], "("+c+")") }) {
 		t.Errorf("Recovered events on the placeholder %q, want one, for %v", msgs, causes)
