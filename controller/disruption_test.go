@@ -97,7 +97,7 @@ func TestReconcileKubeletTerminationIsARecovery(t *testing.T) {
 	h.setDriverStatus(runningStatus(shutdownAt.Add(20 * time.Second)))
 	h.now = shutdownAt.Add(25 * time.Second)
 	h.reconcile()
-	h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"}, map[string][]string{"Recovered": {"node-b", "20.0s", CauseNodeShutdown}})
+	h.expectEvents([]string{"Normal Recovered"}, map[string][]string{"Recovered": {"node-b", "20.0s", CauseNodeShutdown}})
 	p = h.placeholder()
 	checkStatus(t, p, corev1.PodRunning, "running", true, "node-b")
 	if rec := lostOf(p); rec != nil {
@@ -152,7 +152,7 @@ func TestReconcileNodeShutdownSeenNotReadyFirst(t *testing.T) {
 	h.setDriverStatus(runningStatus(shutdownAt.Add(20 * time.Second)))
 	h.now = shutdownAt.Add(25 * time.Second)
 	h.reconcile()
-	h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"}, map[string][]string{"Recovered": {"node-b", CauseNodeShutdown}})
+	h.expectEvents([]string{"Normal Recovered"}, map[string][]string{"Recovered": {"node-b", CauseNodeShutdown}})
 	for cause, want := range map[string]uint64{CauseNodeShutdown: 1, CauseNodeLost: 0} {
 		if count, _ := histogram(t, reg, "driverset_driver_recovery_seconds", cause); count != want {
 			t.Errorf("recoveries measured for %s = %d, want %d", cause, count, want)

@@ -111,12 +111,9 @@ func (r *Placeholder) onProvenDownNode(ctx context.Context, e *corev1.Pod, live 
 	}
 	node, read := live[name]
 	if !read {
-		node = &corev1.Node{}
-		if err := r.apiReader().Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return false, err
-			}
-			node = nil
+		var err error
+		if node, err = r.liveNode(ctx, name); err != nil {
+			return false, err
 		}
 		live[name] = node
 	}

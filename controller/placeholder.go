@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
 	"github.com/driverset/driverset/seal"
@@ -49,6 +51,9 @@ type Placeholder struct {
 	// Seal checks that P is a placeholder driverset's webhook made (see unsealed).
 	Seal seal.Sealer
 	Now  func() time.Time
+
+	// nodeReads joins the passes that read one Node live at the same moment (liveNode).
+	nodeReads singleflight.Group
 }
 
 // Reconcile is idempotent: every step is create-or-get or a write conditioned on what was read.
@@ -136,9 +141,14 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used, Invalid: invalid}
 	var requeue time.Duration
 	if decision.Action == Observe && (driver == nil || driver.UID != budget.Restarted) {
-		if view.Note, requeue, err = r.trackLoss(ctx, &p, driver, settings.FenceAfter); err != nil {
+		step, err := r.trackLoss(ctx, &p, driver, settings.FenceAfter)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if step.ForceDeleted {
+			return ctrl.Result{}, nil
+		}
+		view.Note, view.Recovered, requeue = step.Note, step.Recovered, step.Requeue
 		if driver != nil && convert.HasGate(&driver.Spec, contract.GateStaleExecutors) {
 			if view.Note, err = r.clearStaleExecutors(ctx, &p, driver); err != nil {
 				return ctrl.Result{}, err
@@ -425,7 +435,7 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 	case want.Phase == corev1.PodFailed && old.Phase != corev1.PodFailed:
 		r.event(p, v.Driver, corev1.EventTypeWarning, "Failed", "the driver failed with exit code %d in pod %s after %d restart(s)",
 			v.Outcome.Code, podRef(v.Driver), v.Restarts)
-	case v.Driver != nil && v.Driver.Spec.NodeName != "" && runningOn(want, v.Driver) && !runningOn(old, v.Driver):
+	case v.Driver != nil && v.Driver.Spec.NodeName != "" && runningOn(want, v.Driver) && !runningOn(old, v.Driver) && !v.Recovered:
 		r.event(p, v.Driver, corev1.EventTypeNormal, "DriverRunning", "the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
 	}
 	return nil

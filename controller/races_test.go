@@ -379,7 +379,7 @@ func TestRecoveryIsToldOnceOnAStaleCache(t *testing.T) {
 	h.now = lost.Add(6 * time.Second)
 	stale := h.placeholder() // still with its loss record
 	h.reconcile()
-	h.expectEvents([]string{"Normal Recovered", "Normal DriverRunning"}, nil)
+	h.expectEvents([]string{"Normal Recovered"}, nil)
 
 	h.staleCache(stale)
 	_ = h.reconcileRacing()

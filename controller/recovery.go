@@ -36,11 +36,25 @@ func lostOf(p *corev1.Pod) *lostRecord {
 	return &rec
 }
 
+// lossStep is what trackLoss did, for the rest of the pass.
+type lossStep struct {
+	// Note is for the placeholder's status; Requeue is when to look again.
+	Note    string
+	Requeue time.Duration
+	// ForceDeleted: this pass force-deleted the driver pod. The pass then writes no status: the
+	// pod's deletion brings the next pass at once, which says what follows; on a node that held
+	// many drivers that write is one request per driver before the last one's force-delete.
+	ForceDeleted bool
+	// Recovered: this pass told the recovery, in an Event that names the new pod and its node
+	// (no DriverRunning Event besides it).
+	Recovered bool
+}
+
 // trackLoss follows the driver through the loss of its node: it records when and how the driver
 // was lost, fences it when asked to, and measures the recovery when a new incarnation runs. It
-// returns a note for the placeholder's status and when to look again. It is not called for a
-// pod that driverset itself deletes to restart a failed driver: that is no loss.
-func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *corev1.Pod, fenceAfter time.Duration) (string, time.Duration, error) {
+// is not called for a pod that driverset itself deletes to restart a failed driver: that is no
+// loss.
+func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *corev1.Pod, fenceAfter time.Duration) (lossStep, error) {
 	now := r.now()
 	rec := lostOf(p)
 	cause, since, stoppedOutside := stoppedFromOutside(driver)
@@ -56,7 +70,7 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 	} else {
 		var err error
 		if loss, err = r.assessLoss(ctx, p, driver, fenceAfter, now, live); err != nil {
-			return "", 0, err
+			return lossStep{}, err
 		}
 	}
 	switch {
@@ -68,7 +82,7 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 				since = rec.Since
 			}
 			if err := r.recordLoss(ctx, p, &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause, Fencing: loss.fencing()}); err != nil {
-				return "", 0, err
+				return lossStep{}, err
 			}
 			if first {
 				r.event(p, driver, corev1.EventTypeWarning, "NodeLost", "%s", loss.Note)
@@ -80,27 +94,28 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			// rather than one reconcile of Outcomes later, which the recovery would wait for.
 			if release, _ := releasable(driver, p, r.now()); release {
 				if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
-					return "", 0, err
+					return lossStep{}, err
 				}
 			}
 			grace := int64(0)
 			uid := driver.UID
 			err := r.Client.Delete(ctx, driver, client.GracePeriodSeconds(grace), client.Preconditions{UID: &uid})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return "", 0, err
+				return lossStep{}, err
 			}
 			if err == nil {
 				r.forceDeleted(p, driver, loss, fenceAfter)
+				return lossStep{Note: loss.Note, ForceDeleted: true}, nil
 			}
 		}
-		return loss.Note, loss.FenceIn, nil
+		return lossStep{Note: loss.Note, Requeue: loss.FenceIn}, nil
 	case rec != nil && driver != nil && driver.UID == rec.Pod && running(driver):
 		// The node is Ready again and the same pod still runs: nothing was lost after all.
-		return "", 0, r.recordLoss(ctx, p, nil)
+		return lossStep{}, r.recordLoss(ctx, p, nil)
 	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != cause: // byKubelet: driver is not nil
 		// Seen lost first (its node not Ready as the shutdown began), then told by its kubelet
 		// why it stopped: that is the cause.
-		return "", 0, r.recordKubeletStop(ctx, p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause})
+		return lossStep{}, r.recordKubeletStop(ctx, p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause})
 	case rec == nil && stoppedOutside:
 		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
 		// node shutdown): also a recovery to measure.
@@ -109,9 +124,9 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 		}
 		rec := &lostRecord{Pod: driver.UID, Since: since, Cause: cause}
 		if byKubelet {
-			return "", 0, r.recordKubeletStop(ctx, p, driver, rec)
+			return lossStep{}, r.recordKubeletStop(ctx, p, driver, rec)
 		}
-		return "", 0, r.recordLoss(ctx, p, rec)
+		return lossStep{}, r.recordLoss(ctx, p, rec)
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := runningSince(driver).Sub(rec.Since)
 		if took < 0 {
@@ -121,15 +136,15 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 		// that write succeeded: a second pass on a cache that has not seen the clearing yet fails
 		// there and tells nothing twice (neither the Event nor the histogram).
 		if err := r.recordLoss(ctx, p, nil); err != nil {
-			return "", 0, err
+			return lossStep{}, err
 		}
 		r.Metrics.recovered(rec.Cause, took)
 		r.event(p, driver, corev1.EventTypeNormal, "Recovered",
 			"the driver runs again in pod %s on node %s, %.1fs after it was lost (%s)",
 			podRef(driver), driver.Spec.NodeName, took.Seconds(), rec.Cause)
-		return "", 0, nil
+		return lossStep{Recovered: true}, nil
 	}
-	return "", 0, nil
+	return lossStep{}, nil
 }
 
 // recordKubeletStop records the loss of a driver its kubelet stopped and, when that pod is already
@@ -224,12 +239,9 @@ func (r *Placeholder) zoneOf(ctx context.Context, node *corev1.Node, fenceAfter 
 // live.
 func (r *Placeholder) assessLive(ctx context.Context, p, driver *corev1.Pod, zone Zone, fenceAfter time.Duration, now time.Time,
 	live map[string]*corev1.Node) (NodeLoss, error) {
-	node := &corev1.Node{}
-	if err := r.apiReader().Get(ctx, types.NamespacedName{Name: driver.Spec.NodeName}, node); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return NodeLoss{}, err
-		}
-		node = nil
+	node, err := r.liveNode(ctx, driver.Spec.NodeName)
+	if err != nil {
+		return NodeLoss{}, err
 	}
 	live[driver.Spec.NodeName] = node
 	hb, err := r.heartbeatOf(ctx, driver, driverContainer(p), true)

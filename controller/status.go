@@ -34,6 +34,9 @@ type View struct {
 	// Blocked, when set, is why the driver pod cannot be made (a refused create), shown while
 	// there is no driver pod.
 	Blocked string
+	// Recovered: this pass told Driver's recovery from a node loss already (the Recovered Event
+	// names its pod and node), so that no DriverRunning Event repeats it.
+	Recovered bool
 }
 
 // placeholderStatus is the status the placeholder must show for v, given its current status.

@@ -258,7 +258,7 @@ func (r *benchRun) sample(b *testing.B, path lossPath, i int, driverset bool, n 
 	if n > 1 {
 		b.Logf("%d drivers: %s", n, stages(replaced, proven))
 		b.Logf("%d drivers: driverset's Events after the proof: %s", n, decisions(ctx, ns, proven))
-		b.Logf("%d drivers: driverset's placeholder controller meanwhile: %s", n, counterDeltas(counters, controllerCounters(b)))
+		b.Logf("%d drivers: driverset's placeholder controller and client meanwhile: %s", n, counterDeltas(counters, controllerCounters(b)))
 	}
 	_ = kube().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	return took.Seconds()

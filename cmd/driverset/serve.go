@@ -103,7 +103,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.certExtraHosts, "webhook-cert-extra-hosts", "", "with --self-managed-tls: more names or IPs for the serving certificate, comma-separated")
 	fs.DurationVar(&f.certInterval, "cert-check-interval", 30*time.Second, "with --self-managed-tls: how often each replica checks the CA Secret and the caBundle; a CA rotation takes about 8 of these")
 	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
-	fs.IntVar(&f.workers, "workers", 4, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app")
+	fs.IntVar(&f.workers, "workers", 16, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app; many drivers on one lost node are force-deleted this many at a time")
 	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
