@@ -103,12 +103,20 @@ type sparkRun struct {
 	mu        sync.Mutex
 	drivers   map[string]*seenDriver // by pod UID: every pod that ran the driver
 	executors map[string]string      // executor pod name → SPARK_DRIVER_URL
+	// followers stream the driver container's log of each pod, from its first start to its
+	// end (see follow).
+	followers sync.WaitGroup
 }
 
 type seenDriver struct {
 	pod, node string
 	created   time.Time
-	log       string
+	log       string // the longest log read by the 1 s poll
+	// streamed is the driver container's log as followed from its first start: it holds the
+	// last lines even when the container ends, and the kubelet starts it again (restartPolicy
+	// Always) or the pod is deleted, between two polls.
+	streamed  string
+	following bool
 }
 
 // runSpark submits the job of d in a namespace of its own, opted in when resilient; during,
@@ -182,8 +190,12 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	case <-r.done:
 	case <-ctx.Done():
 	}
+	// The driver container has ended by now; its log stream ends with it. One on a node that
+	// was killed never ends: it is cut off after a moment.
+	r.waitFollowers(5 * time.Second)
 	cancel()
 	<-watched
+	r.followers.Wait()
 	if r.err != nil {
 		t.Fatalf("spark-submit: %v\n%s", r.err, r.out.String())
 	}
@@ -234,10 +246,10 @@ func (r *sparkRun) Running() bool {
 // driver and the driver address every executor pod was given.
 func (r *sparkRun) watch(ctx context.Context) {
 	for {
-		r.look(context.Background())
+		r.look(context.Background(), ctx)
 		select {
 		case <-r.done:
-			r.look(context.Background())
+			r.look(context.Background(), ctx)
 			return
 		case <-ctx.Done():
 			return
@@ -246,7 +258,9 @@ func (r *sparkRun) watch(ctx context.Context) {
 	}
 }
 
-func (r *sparkRun) look(ctx context.Context) {
+// look reads, once, every executor's driver address and every driver pod's log, and starts
+// following the log of a driver container that runs (streams live in run).
+func (r *sparkRun) look(ctx, run context.Context) {
 	pods, err := kube().CoreV1().Pods(r.app.Namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelSparkRole})
 	if err != nil {
 		return
@@ -272,8 +286,55 @@ func (r *sparkRun) look(ctx context.Context) {
 			if err == nil && len(l) >= len(seen.log) {
 				seen.log = l
 			}
+			start := !seen.following && driverRunning(&p)
+			seen.following = seen.following || start
+			r.mu.Unlock()
+			if start {
+				r.followers.Go(func() { r.follow(run, p.Namespace, p.Name, seen) })
+			}
+		}
+	}
+}
+
+// driverRunning reports whether pod's driver container runs.
+func driverRunning(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == contract.DriverContainerName {
+			return c.State.Running != nil
+		}
+	}
+	return false
+}
+
+// follow streams the driver container's log of pod (the one seen) into seen.streamed until the
+// container ends or ctx does.
+func (r *sparkRun) follow(ctx context.Context, ns, pod string, seen *seenDriver) {
+	stream, err := kube().CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: contract.DriverContainerName, Follow: true}).Stream(ctx)
+	if err != nil {
+		return
+	}
+	defer stream.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := stream.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			seen.streamed += string(buf[:n])
 			r.mu.Unlock()
 		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitFollowers waits at most d for every log stream to end.
+func (r *sparkRun) waitFollowers(d time.Duration) {
+	ended := make(chan struct{})
+	go func() { r.followers.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(d):
 	}
 }
 
@@ -284,6 +345,9 @@ func (r *sparkRun) driverLogs() []*seenDriver {
 	var out []*seenDriver
 	for _, d := range r.drivers {
 		c := *d
+		if len(c.streamed) > len(c.log) {
+			c.log = c.streamed
+		}
 		out = append(out, &c)
 	}
 	slices.SortStableFunc(out, func(a, b *seenDriver) int { return a.created.Compare(b.created) })
