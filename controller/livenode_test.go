@@ -41,14 +41,19 @@ func TestLiveNodeIsOneReadForThePassesThatAskAtOnce(t *testing.T) {
 		r := &Placeholder{APIReader: reader}
 		const passes = 8
 		var wg sync.WaitGroup
+		var asking atomic.Int32
 		got := make([]*corev1.Node, passes)
 		errs := make([]error, passes)
 		for i := range passes {
-			wg.Go(func() { got[i], errs[i] = r.liveNode(context.Background(), "node-a") })
+			wg.Go(func() {
+				asking.Add(1)
+				got[i], errs[i] = r.liveNode(context.Background(), "node-a")
+			})
 		}
-		// Every pass is waiting on the first one's read before it is answered.
+		// The read is answered only once every pass is about to ask (and a moment more, for
+		// the last one to reach it) while the first one's read is under way.
 		deadline := time.Now().Add(5 * time.Second)
-		for reader.reads.Load() == 0 && time.Now().Before(deadline) {
+		for (reader.reads.Load() == 0 || asking.Load() < passes) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -105,7 +105,7 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			}
 			if err == nil {
 				r.forceDeleted(p, driver, loss, fenceAfter)
-				return lossStep{Note: loss.Note, ForceDeleted: true}, nil
+				return lossStep{ForceDeleted: true}, nil
 			}
 		}
 		return lossStep{Note: loss.Note, Requeue: loss.FenceIn}, nil

@@ -64,13 +64,13 @@ func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error)
 		return nil, err
 	}
 	_, err := m.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { m.observe(o, false) },
-		UpdateFunc: m.update,
+		AddFunc:    func(o any) { m.observe(nil, o, false) },
+		UpdateFunc: func(old, o any) { m.observe(old, o, false) },
 		DeleteFunc: func(o any) {
 			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = t.Obj
 			}
-			m.observe(o, true)
+			m.observe(nil, o, true)
 		},
 	})
 	if err != nil {
@@ -87,24 +87,20 @@ func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error)
 
 var driverSelector = contract.LabelSparkRole + "=" + contract.RoleDriver //nolint:gochecknoglobals // a constant built from constants
 
-func (m *Monitor) observe(o any, deleted bool) {
+// observe records one informer event: o added or updated (from old, nil for an add), or o
+// deleted.
+func (m *Monitor) observe(old, o any, deleted bool) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ledger.observe(p, deleted, time.Now())
-}
-
-func (m *Monitor) update(old, o any) {
 	was, _ := old.(*corev1.Pod)
-	p, ok := o.(*corev1.Pod)
-	if !ok {
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if deleted {
+		m.ledger.observe(p, true, time.Now())
+		return
+	}
 	m.ledger.update(was, p, time.Now())
 }
 
@@ -221,7 +217,8 @@ func occupies(p *corev1.Pod) bool {
 // update is an informer's update from old to p. Its store keys pods by name, so when a relist
 // (after the watch broke: an apiserver or etcd restart) finds the name held by a new object,
 // the old one's deletion comes as this update and never as an event of its own. A name is held
-// by one object at a time, so the old one was gone from the apiserver before p was made.
+// by one object at a time, so the old one was gone from the apiserver before p was made. old is
+// nil for an add.
 func (l *ledger) update(old, p *corev1.Pod, at time.Time) {
 	if old != nil && old.UID != p.UID {
 		l.observe(old, true, at)
