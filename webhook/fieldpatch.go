@@ -18,8 +18,9 @@ import (
 // gopkg.in/evanphx/json-patch.v4, which decodes every object on an op's path and re-encodes each
 // of them, so the six deep ops that make a driver pod a placeholder cost it 1.6-2 times the CPU of
 // replacing its metadata and spec whole (BenchmarkApiserverApply), and computing them was half of
-// the handler's own time (BenchmarkDriverHandle). Whole fields are only right when after holds every field of the request:
-// patched uses this only when the request is byte for byte the handler's re-encoding.
+// the handler's own time (BenchmarkDriverHandle). Whole fields are only right when after holds
+// every field of the request: patched uses this only when the request is byte for byte the
+// handler's re-encoding.
 func fieldPatch(before, after []byte) ([]jsonpatch.JsonPatchOperation, error) {
 	var b, a map[string]json.RawMessage
 	if err := json.Unmarshal(before, &b); err != nil {
@@ -28,7 +29,7 @@ func fieldPatch(before, after []byte) ([]jsonpatch.JsonPatchOperation, error) {
 	if err := json.Unmarshal(after, &a); err != nil {
 		return nil, fmt.Errorf("the object after the change: %w", err)
 	}
-	keys := slices.Sorted(maps.Keys(a))
+	keys := slices.Collect(maps.Keys(a))
 	for k := range b {
 		if _, ok := a[k]; !ok {
 			keys = append(keys, k)
