@@ -49,7 +49,8 @@ func podCreate(req admission.Request, doing string) (*corev1.Pod, *admission.Res
 // creating parents raw lacks but the re-encoding has (a pod without spec, say); the answer is
 // then the library's diff from raw, which applies to raw by construction. A change that cannot
 // be made to raw (a parent that is not an object there) is an error, not a patch that would fail
-// in the apiserver.
+// in the apiserver. When raw is before byte for byte (the apiserver's own encoding), none of that
+// is needed: the answer replaces each top-level field that changed whole (fieldPatch).
 func patched(raw, before []byte, pod *corev1.Pod, message string) admission.Response {
 	after, err := json.Marshal(pod)
 	if err != nil {
