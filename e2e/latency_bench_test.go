@@ -5,8 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +88,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	profiled := profiles(ctx, b, c, admissionRounds*3*admissionPhase)
 	kinds := []*corev1.Pod{plain, floor, opted}
 	lat := make([][]time.Duration, len(kinds))
 	failed := make([][]error, len(kinds))
@@ -98,6 +104,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	without, withNoop, withWebhook := lat[0], lat[1], lat[2]
 	failedWithout, failedNoop, failedWith := failed[0], failed[1], failed[2]
 	b.StopTimer()
+	profiled()
 	after := admissionTotals(ctx, b, c)
 	if cpuAfter, err := harness.ReadCPUTimes(); err == nil {
 		// The host's other tenants: a run with much steal is timed on a busier machine than
@@ -134,6 +141,12 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	// means over the whole run are theirs.
 	call, handler := after.call.minus(before.call), after.handler.minus(before.handler)
 	noopCall := after.noopCall.minus(before.noopCall)
+	// driverset's CPU over the run, all of it (TLS, the runtime, the collector, the caches),
+	// per admission: unlike the times above, not stretched by waiting for a core.
+	cpu, gcs := after.cpu-before.cpu, after.gcs-before.gcs
+	b.ReportMetric(cpu*1000/max(handler.count, 1), "driverset-cpu-ms-per-admission")
+	b.ReportMetric(gcs, "driverset-gc-cycles")
+	b.Logf("driverset used %.2fs of CPU over the run, %.2fms per admission, and collected garbage %v times", cpu, cpu*1000/max(handler.count, 1), gcs)
 	b.ReportMetric(call.meanMS(), "webhook-call-mean-ms")
 	b.ReportMetric(handler.meanMS(), "handler-mean-ms")
 	b.ReportMetric(noopCall.meanMS(), "noop-call-mean-ms")
@@ -204,8 +217,12 @@ func (t totals) meanMS() float64 {
 }
 
 // admissionTotals reads the apiserver's timing of its calls to driverset's drivers webhook and
-// to the no-op webhook, and driverset's own timing of its driver handler.
-func admissionTotals(ctx context.Context, b *testing.B, c kubernetes.Interface) (t struct{ call, noopCall, handler totals }) {
+// to the no-op webhook, driverset's own timing of its driver handler, and driverset's CPU-seconds
+// and garbage collections so far.
+func admissionTotals(ctx context.Context, b *testing.B, c kubernetes.Interface) (t struct {
+	call, noopCall, handler totals
+	cpu, gcs                float64
+}) {
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		b.Fatalf("the apiserver's metrics: %v", err)
@@ -219,5 +236,55 @@ func admissionTotals(ctx context.Context, b *testing.B, c kubernetes.Interface) 
 		b.Fatalf("driverset's metrics: %d %v", code, err)
 	}
 	t.handler.sum, t.handler.count = harness.HistogramTotals(body, "controller_runtime_webhook_latency_seconds", `webhook="/mutate-driver"`)
+	t.cpu, t.gcs = harness.Gauge(body, "process_cpu_seconds_total"), harness.Gauge(body, "go_gc_duration_seconds_count")
 	return t
+}
+
+// profilesEnv names a folder: when set, the admission benchmark saves CPU profiles of driverset
+// and of the apiserver over its measured phases there (driverset then serves /debug/pprof).
+const profilesEnv = "DRIVERSET_BENCH_PROFILES"
+
+// profiles starts CPU profiles of driverset and of the apiserver, of length d, when profilesEnv
+// asks for them, and returns what waits for them and saves them (driverset.cpu, apiserver.cpu).
+// Profiles are how the costs named in the README were found: what each side does per admission.
+func profiles(ctx context.Context, b *testing.B, c kubernetes.Interface, d time.Duration) (wait func()) {
+	dir := os.Getenv(profilesEnv)
+	if dir == "" {
+		return func() {}
+	}
+	seconds := strconv.Itoa(max(int(d.Seconds()), 1))
+	var wg sync.WaitGroup
+	save := func(name string, get func() ([]byte, error)) {
+		wg.Go(func() {
+			raw, err := get()
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, name), raw, 0o644)
+			}
+			if err != nil {
+				b.Errorf("profile %s: %v", name, err)
+			}
+		})
+	}
+	save("driverset.cpu", func() ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, bed.driverset.PprofURL+"/profile?seconds="+seconds, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("driverset's pprof: %s", resp.Status)
+		}
+		return io.ReadAll(resp.Body)
+	})
+	save("apiserver.cpu", func() ([]byte, error) {
+		return c.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
+	})
+	return func() {
+		wg.Wait()
+		b.Logf("CPU profiles of driverset and of the apiserver saved in %s", dir)
+	}
 }

@@ -174,7 +174,8 @@ func startDriversetWithEnv(ctx context.Context, prev *harness.Driverset, env []s
 	// driverset runs as its own ServiceAccount, with the manifests' RBAC: a permission missing
 	// there fails the scenarios that need it.
 	o := harness.Options{Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: bed.dir, Args: driversetArgs,
-		ServiceAccount: "driverset-system/driverset", Metrics: true, Restart: true, Env: env}
+		ServiceAccount: "driverset-system/driverset", Metrics: true, Restart: true, Env: env,
+		Pprof: os.Getenv(profilesEnv) != ""}
 	if prev != nil {
 		o.Port, o.CA = prev.Port, prev.CA
 	}

@@ -4,7 +4,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -71,10 +70,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	if nc := d.unsealed(pod); placeholder && nc != nil {
 		return admission.Denied(nc.Error())
 	}
-	before, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
+	was := pod.DeepCopy()
 	if err := d.Default(ctx, pod); err != nil {
 		var nc *convert.NotConvertible
 		if errors.As(err, &nc) {
@@ -92,7 +88,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
-	resp := patched(req.Object.Raw, before, pod, "converted to a driverset placeholder")
+	resp := patched(req.Object.Raw, was, pod, "converted to a driverset placeholder")
 	if !resp.Allowed {
 		return resp
 	}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -71,7 +72,9 @@ func createRequest(raw []byte, dryRun bool) admission.Request {
 	var meta struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
-	_ = json.Unmarshal(raw, &meta) // malformed input is the handler's to report
+	// Decoded as the apiserver decodes the pod (case-sensitive keys): its namespace is the
+	// request's. Malformed input is the handler's to report.
+	_ = sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &meta)
 	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID:         "0b3ab7e2-6f4c-4b8e-9a1d-2c3e4f5a6b7c",
 		Kind:        metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},

@@ -2,10 +2,8 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,21 +67,18 @@ func (x *Executor) handle(ctx context.Context, req admission.Request) admission.
 	if driver == nil {
 		return admission.Allowed(reason)
 	}
-	before, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
+	was := pod.DeepCopy()
 	err = convert.Executor(pod, driver)
 	var urlLeft *convert.DriverURLUnchanged
 	switch {
 	case errors.As(err, &urlLeft):
-		return patched(req.Object.Raw, before, pod, fmt.Sprintf("owned by driver pod %s", driver.Name)).
+		return patched(req.Object.Raw, was, pod, fmt.Sprintf("owned by driver pod %s", driver.Name)).
 			WithWarnings(urlLeft.Error())
 	case err != nil:
 		// Unpatched is safe (see Executor), so a pod driverset cannot tie to the driver runs as Spark made it.
 		return admission.Allowed("left as Spark made it").WithWarnings("driverset: " + err.Error())
 	}
-	return patched(req.Object.Raw, before, pod, fmt.Sprintf("pointed at driver pod %s (%s)", driver.Name,
+	return patched(req.Object.Raw, was, pod, fmt.Sprintf("pointed at driver pod %s (%s)", driver.Name,
 		contract.NamesOfStatefulSet(driver.Labels[contract.LabelDriver]).DriverHost(driver.Namespace)))
 }
 

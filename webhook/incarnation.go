@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -58,11 +57,8 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 	}); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of app %s: %w", app, err))
 	}
-	before, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	return patched(req.Object.Raw, before, pod, HoldIncarnation(pod, executors.Items))
+	was := pod.DeepCopy()
+	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executors.Items))
 }
 
 // secondDriver says why pod must not be created: it is a pod of a driverset StatefulSet with an

@@ -43,29 +43,31 @@ func podCreate(req admission.Request, doing string) (*corev1.Pod, *admission.Res
 }
 
 // patched answers with a JSON patch that turns raw, the request's object exactly as the apiserver
-// sent it, into that object with the handler's changes: the changes are the library's diff from
-// before (the pod as decoded, re-encoded) to pod as the handler left it, both encoded the same
-// way, so fields this build's types do not know are never touched. They are applied to raw,
-// creating parents raw lacks but the re-encoding has (a pod without spec, say); the answer is
-// then the library's diff from raw, which applies to raw by construction. A change that cannot
-// be made to raw (a parent that is not an object there) is an error, not a patch that would fail
-// in the apiserver. When raw is before byte for byte (the apiserver's own encoding), none of that
-// is needed: the answer replaces each top-level field that changed whole (fieldPatch).
-func patched(raw, before []byte, pod *corev1.Pod, message string) admission.Response {
-	after, err := json.Marshal(pod)
+// sent it, into that object with the handler's changes: was is the pod as decoded, before the
+// handler changed pod. When raw is was's encoding byte for byte (the apiserver's own encoding),
+// the answer replaces each top-level field that changed whole (fieldPatch). Otherwise the changes
+// are the library's diff from was to pod, both encoded the same way, so fields this build's types
+// do not know are never touched; they are applied to raw, creating parents raw lacks but the
+// re-encoding has (a pod without spec, say), and the answer is the library's diff from raw, which
+// applies to raw by construction. A change that cannot be made to raw (a parent that is not an
+// object there) is an error, not a patch that would fail in the apiserver.
+func patched(raw []byte, was, pod *corev1.Pod, message string) admission.Response {
+	before, err := json.Marshal(was)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if bytes.Equal(raw, before) {
 		// The apiserver encodes the pod from the same types as this build, so the request is
-		// usually byte for byte its re-encoding: it holds no field this build does not know, the
-		// change applies to raw as it is, and whole top-level fields carry it for less of the
-		// apiserver's CPU and the handler's than the library's deep ops (fieldPatch).
-		ops, err := fieldPatch(raw, after)
-		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
+		// usually byte for byte its re-encoding: it holds no field this build does not know, and
+		// whole top-level fields carry the change for less of the apiserver's CPU and the
+		// handler's than the library's deep ops.
+		if ops, ok := fieldPatch(was, pod); ok {
+			return admission.Patched(message, ops...)
 		}
-		return admission.Patched(message, ops...)
+	}
+	after, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	changes, err := jsonpatch.CreatePatch(before, after)
 	if err != nil {

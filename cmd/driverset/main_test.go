@@ -229,3 +229,22 @@ func TestMetricsOptions(t *testing.T) {
 		}
 	}
 }
+
+// Go's profiles are served without authentication, so they are off unless an admin asks.
+func TestPprofOffByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "0"},
+		{[]string{"--pprof-bind-address=127.0.0.1:6060"}, "127.0.0.1:6060"},
+	} {
+		f, err := parseServeFlags(append([]string{"--image=driverset:test"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.pprofAddr != tc.want {
+			t.Errorf("%v: pprof at %q, want %q", tc.args, f.pprofAddr, tc.want)
+		}
+	}
+}

@@ -70,6 +70,7 @@ type serveFlags struct {
 	sealSecret        string
 	clientCA          string
 	clientNames       string
+	pprofAddr         string
 	watchNamespaces   []string
 	zap               zap.Options
 }
@@ -108,6 +109,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles, e.g. 127.0.0.1:6060 (reached with kubectl port-forward); unauthenticated, so keep it on localhost; 0 turns it off")
 	watch := fs.String("watch-namespaces", "", "comma-separated namespaces: the only ones driverset caches and acts in (the namespaced install: its RBAC binds it there only); empty: every namespace")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -201,6 +203,7 @@ func serve(ctx context.Context, args []string) error {
 		},
 		Metrics:                 metricsOptions(f),
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "driverset.driverset.dev",
 		LeaderElectionNamespace: f.leaderElectionNS,

@@ -55,6 +55,8 @@ type Options struct {
 	ServiceAccount string
 	// Metrics serves /metrics on a free port (Driverset.MetricsURL).
 	Metrics bool
+	// Pprof serves Go's /debug/pprof on a free port of 127.0.0.1 (Driverset.PprofURL).
+	Pprof bool
 	// SelfManagedTLS runs serve with --self-managed-tls: driverset makes its own CA (the Secret
 	// driverset-ca), issues its serving certificate into its cert dir and injects the caBundle
 	// itself. The harness then writes no certificate, CA is ignored (Driverset.CA is nil), and
@@ -75,6 +77,8 @@ type Options struct {
 type Driverset struct {
 	Port       int
 	MetricsURL string
+	// PprofURL is where /debug/pprof is served (Options.Pprof), or "".
+	PprofURL string
 	// Kubeconfig is the one driverset runs with (impersonating its ServiceAccount when asked).
 	Kubeconfig string
 	CA         *certs.Authority
@@ -125,15 +129,20 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 			return nil, err
 		}
 	}
-	metricsAddr := "0"
+	metricsAddr, err := optionalAddr(o.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	if o.Metrics {
-		mp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		metricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
 		// HTTPS with authentication and authorization, as installed (see Scrape).
 		d.MetricsURL = "https://" + metricsAddr + "/metrics"
+	}
+	pprofAddr, err := optionalAddr(o.Pprof)
+	if err != nil {
+		return nil, err
+	}
+	if o.Pprof {
+		d.PprofURL = "http://" + pprofAddr + "/debug/pprof"
 	}
 	d.Kubeconfig = kubeconfig
 	d.LogPath = filepath.Join(o.Dir, "driverset-"+strconv.Itoa(o.Port)+".log")
@@ -150,6 +159,7 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 		"--cert-dir=" + d.certDir,
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+		"--pprof-bind-address=" + pprofAddr,
 		"--leader-election-namespace=driverset-system",
 		"--image=driverset/driverset:e2e",
 	}, o.Args...)
@@ -335,6 +345,19 @@ func impersonating(src, dst, sa string) error {
 		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 	}
 	return clientcmd.WriteToFile(*cfg, dst)
+}
+
+// optionalAddr is a free address on 127.0.0.1 for a server serve runs when on, or "0" (serve's
+// "off") when not.
+func optionalAddr(on bool) (string, error) {
+	if !on {
+		return "0", nil
+	}
+	p, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
 
 func freePort() (int, error) {
