@@ -53,8 +53,9 @@ func podKind() metav1.GroupVersionKind { return metav1.GroupVersionKind{Version:
 // It does not use admission.WithDefaulter, though Default has that shape: that handler runs on
 // every operation but DELETE and diffs the raw request against the pod re-encoded from Go types,
 // so fields an older client library does not know would show up as removals. Handle exits early
-// on anything that is not a pod CREATE, and diffs the pod before and after Default, both encoded
-// the same way, so the patch holds exactly what Default changed.
+// on anything that is not a pod CREATE, and diffs the pod before and after Default (patched: as
+// Go values when the request is the pod's own encoding, else both encoded the same way), so the
+// patch holds exactly what Default changed.
 func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod, answer := podCreate(req, "converts driver pods")
 	if answer != nil {
