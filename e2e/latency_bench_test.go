@@ -19,9 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/harness"
+	"github.com/driverset/driverset/webhook"
 )
 
 // admissionRate and admissionPhase are the benchmark's load: pod creates per second, and how long
@@ -43,8 +45,13 @@ const (
 // the same run. The creates are server-side dry runs: they pass every admission step,
 // webhooks included (sideEffects None), but make no pod, so the controller's work does not load
 // the machine. It reports p50 and p99 of each and the p99 added, and fails when that exceeds
-// 5 ms. A third phase labels the plain pod for a webhook that allows it unchanged (noopWebhook):
-// what any webhook adds here, so that driverset's own share is the p99 over that floor.
+// 5 ms. Two more kinds label the plain pod for the floor webhooks (floorWebhooks): one that
+// allows it unchanged, what any webhook adds here, and one that adds a label, what any mutating
+// webhook adds; driverset's own share is its p99 over those floors. A fifth kind is an executor
+// of an app that did not opt in: every Spark executor's create calls driverset's executors
+// webhook, which allows it unchanged. Each phase also charges the CPU that driverset and the
+// apiserver used in it to its kind, so the CPU each admission costs either side is read net of
+// what they use anyway.
 func BenchmarkAdmissionLatency(b *testing.B) {
 	ctx := context.Background()
 	c := benchClient(b)
@@ -60,26 +67,36 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opted := plan.DriverPod.DeepCopy()
 	plain := plan.DriverPod.DeepCopy()
 	delete(plain.Labels, contract.LabelResilient)
-	floor := plain.DeepCopy()
-	floor.Labels[noopLabel] = "true"
-	noopWebhook(ctx, b, c, ns)
+	labelled := func(label string) *corev1.Pod {
+		p := plain.DeepCopy()
+		p.Labels[label] = "true"
+		return p
+	}
+	kinds := []*admissionKind{
+		{name: "plain", pod: plain},
+		{name: "noop", pod: labelled(noopLabel)},
+		{name: "label", pod: labelled(labelLabel)},
+		{name: "driverset", pod: plan.DriverPod.DeepCopy()},
+		{name: "executor", pod: foreignExecutor(ns)},
+	}
+	without, noop, label, opted, executor := kinds[0], kinds[1], kinds[2], kinds[3], kinds[4]
+	floorWebhooks(ctx, b, c, ns)
+	apiserver, ok := bed.cluster.PIDs()["kube-apiserver"]
+	if !ok {
+		b.Fatal("the apiserver is not running")
+	}
 	create := func(pod *corev1.Pod) error {
 		_, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	}
-	// Warm both paths (connections, the webhook's TLS session) before measuring.
+	// Warm every path (connections, the webhooks' TLS sessions) before measuring.
 	for range 20 {
-		if err := create(opted); err != nil {
-			b.Fatal(err)
-		}
-		if err := create(plain); err != nil {
-			b.Fatal(err)
-		}
-		if err := create(floor); err != nil {
-			b.Fatal(err)
+		for _, k := range kinds {
+			if err := create(k.pod); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	before := admissionTotals(ctx, b, c)
@@ -88,21 +105,15 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	profiled := profiles(ctx, b, c, admissionRounds*3*admissionPhase)
-	kinds := []*corev1.Pod{plain, floor, opted}
-	lat := make([][]time.Duration, len(kinds))
-	failed := make([][]error, len(kinds))
+	profiled := profiles(ctx, b, c, admissionRounds*time.Duration(len(kinds))*admissionPhase)
 	seed := uint64(time.Now().UnixNano())
 	b.Logf("phase order seed %d", seed)
 	order := rand.New(rand.NewPCG(seed, 0))
 	for range admissionRounds {
-		for _, k := range order.Perm(len(kinds)) {
-			l, errs := paced(kinds[k], create)
-			lat[k], failed[k] = append(lat[k], l...), append(failed[k], errs...)
+		for _, i := range order.Perm(len(kinds)) {
+			kinds[i].phase(b, apiserver, create)
 		}
 	}
-	without, withNoop, withWebhook := lat[0], lat[1], lat[2]
-	failedWithout, failedNoop, failedWith := failed[0], failed[1], failed[2]
 	b.StopTimer()
 	profiled()
 	after := admissionTotals(ctx, b, c)
@@ -113,55 +124,126 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		b.ReportMetric(steal, "host-steal-%")
 		b.Logf("the hypervisor took %.1f%% of this VM's CPU time during the run (steal)", steal)
 	}
-	p50w, p99w := quantile(without, 0.50), quantile(without, 0.99)
-	p50d, p99d := quantile(withWebhook, 0.50), quantile(withWebhook, 0.99)
-	p50n, p99n := quantile(withNoop, 0.50), quantile(withNoop, 0.99)
-	added := p99d - p99w
-	b.ReportMetric(ms(p50w), "p50-ms-plain")
-	b.ReportMetric(ms(p99w), "p99-ms-plain")
-	b.ReportMetric(ms(p50d), "p50-ms-driverset")
-	b.ReportMetric(ms(p99d), "p99-ms-driverset")
-	b.ReportMetric(ms(added), "p99-added-ms")
-	b.ReportMetric(ms(p50n), "p50-ms-noop")
-	b.ReportMetric(ms(p99n), "p99-ms-noop")
-	b.ReportMetric(ms(p99n-p99w), "p99-added-ms-noop")
-	b.ReportMetric(ms(p99d-p99n), "p99-over-noop-ms")
-	b.ReportMetric(float64(p99d)/float64(p99w), "p99-ratio")
-	b.ReportMetric(float64(len(failedWithout)), "failed-plain")
-	b.ReportMetric(float64(len(failedWith)), "failed-driverset")
-	b.ReportMetric(float64(len(failedNoop)), "failed-noop")
-	for _, err := range append(failedWithout, failedWith...)[:min(3, len(failedWithout)+len(failedWith))] {
-		b.Logf("a create failed (its latency is counted): %v", err)
+	for _, k := range kinds {
+		b.ReportMetric(ms(k.quantile(0.50)), "p50-ms-"+k.name)
+		b.ReportMetric(ms(k.quantile(0.99)), "p99-ms-"+k.name)
+		b.ReportMetric(float64(len(k.failed)), "failed-"+k.name)
+		b.ReportMetric(k.apiserverPerCreate(), "apiserver-cpu-ms-per-create-"+k.name)
 	}
-	b.Logf("%d creates each at %d/s: plain p50 %s p99 %s; with driverset's webhook p50 %s p99 %s (p99 +%s, %.2f×); "+
-		"with a no-op webhook p50 %s p99 %s (p99 +%s): driverset's own share of p99 %s",
-		len(without), admissionRate, p50w, p99w, p50d, p99d, added, float64(p99d)/float64(p99w),
-		p50n, p99n, p99n-p99w, p99d-p99n)
+	p99w, p99d := without.quantile(0.99), opted.quantile(0.99)
+	added := p99d - p99w
+	b.ReportMetric(ms(added), "p99-added-ms")
+	b.ReportMetric(ms(noop.quantile(0.99)-p99w), "p99-added-ms-noop")
+	b.ReportMetric(ms(label.quantile(0.99)-p99w), "p99-added-ms-label")
+	b.ReportMetric(ms(p99d-noop.quantile(0.99)), "p99-over-noop-ms")
+	b.ReportMetric(ms(p99d-label.quantile(0.99)), "p99-over-label-ms")
+	b.ReportMetric(ms(executor.quantile(0.99)-p99w), "p99-added-ms-executor")
+	b.ReportMetric(float64(p99d)/float64(p99w), "p99-ratio")
+	for _, k := range kinds[1:] {
+		for _, err := range k.failed[:min(3, len(k.failed))] {
+			b.Logf("a %s create failed (its latency is counted): %v", k.name, err)
+		}
+		if len(k.failed) > len(without.failed) {
+			b.Errorf("%d creates failed with the %s webhook, %d without", len(k.failed), k.name, len(without.failed))
+		}
+	}
+	b.Logf("%d creates each at %d/s: plain %s; with driverset's webhook %s (p99 +%s, %.2f×); "+
+		"with a no-op webhook %s (p99 +%s); with a one-label webhook %s (p99 +%s): driverset's own share of p99 %s over the no-op, %s over the one-label",
+		len(without.lat), admissionRate, without, opted, added, float64(p99d)/float64(p99w),
+		noop, noop.quantile(0.99)-p99w, label, label.quantile(0.99)-p99w,
+		p99d-noop.quantile(0.99), p99d-label.quantile(0.99))
+	b.Logf("a foreign executor's create, through driverset's executors webhook: %s (p99 +%s over the plain driver pod's)",
+		executor, executor.quantile(0.99)-p99w)
+	b.Logf("the apiserver's CPU per create: plain %.2fms, no-op %.2fms, one-label %.2fms, driverset %.2fms, foreign executor %.2fms",
+		without.apiserverPerCreate(), noop.apiserverPerCreate(), label.apiserverPerCreate(), opted.apiserverPerCreate(),
+		executor.apiserverPerCreate())
 	// Where the added time goes: only the opted-in creates call driverset's webhook, so the
 	// means over the whole run are theirs.
 	call, handler := after.call.minus(before.call), after.handler.minus(before.handler)
-	noopCall := after.noopCall.minus(before.noopCall)
-	// driverset's CPU over the run, all of it (TLS, the runtime, the collector, the caches),
-	// per admission: unlike the times above, not stretched by waiting for a core.
-	cpu, gcs := after.cpu-before.cpu, after.gcs-before.gcs
-	perAdmission := cpu * 1000 / max(handler.count, 1)
+	executorCall, executorHandler := after.executorCall.minus(before.executorCall), after.executorHandler.minus(before.executorHandler)
+	noopCall, labelCall := after.noopCall.minus(before.noopCall), after.labelCall.minus(before.labelCall)
+	// driverset's CPU per admission: what it used in the opted-in phases over what it used in as
+	// long plain ones (its caches, its leader lease, its metrics: what it uses anyway), so not
+	// stretched by waiting for a core as the times above are. The collector is counted over the
+	// whole run.
+	perAdmission := ms(opted.driversetCPU-without.driversetCPU) / max(handler.count, 1)
+	perExecutor := ms(executor.driversetCPU-without.driversetCPU) / max(executorHandler.count, 1)
+	idle := ms(without.driversetCPU) / (float64(admissionRounds) * admissionPhase.Seconds())
+	gcs := after.gcs - before.gcs
 	b.ReportMetric(perAdmission, "driverset-cpu-ms-per-admission")
+	b.ReportMetric(perExecutor, "driverset-cpu-ms-per-executor-admission")
+	b.ReportMetric(idle, "driverset-idle-cpu-ms-per-s")
 	b.ReportMetric(gcs, "driverset-gc-cycles")
-	b.Logf("driverset used %.2fs of CPU over the run, %.2fms per admission, and collected garbage %v times", cpu, perAdmission, gcs)
+	b.Logf("driverset used %.2fms of CPU per driver admission and %.2fms per foreign executor's, over its idle %.1fms/s (%.2fs in all over the run), and collected garbage %v times",
+		perAdmission, perExecutor, idle, after.cpu-before.cpu, gcs)
 	b.ReportMetric(call.meanMS(), "webhook-call-mean-ms")
 	b.ReportMetric(handler.meanMS(), "handler-mean-ms")
 	b.ReportMetric(noopCall.meanMS(), "noop-call-mean-ms")
-	b.Logf("mean of %v calls to driverset's webhook as the apiserver times them %.2fms (to the no-op: %.2fms); of %v as driverset's handler times them %.2fms",
-		call.count, call.meanMS(), noopCall.meanMS(), handler.count, handler.meanMS())
-	if len(failedNoop) > len(failedWithout) {
-		b.Errorf("%d creates failed with the no-op webhook, %d without", len(failedNoop), len(failedWithout))
-	}
-	if len(failedWith) > len(failedWithout) {
-		b.Errorf("%d creates failed with driverset's webhook, %d without", len(failedWith), len(failedWithout))
-	}
+	b.ReportMetric(labelCall.meanMS(), "label-call-mean-ms")
+	b.ReportMetric(executorCall.meanMS(), "executor-call-mean-ms")
+	b.ReportMetric(executorHandler.meanMS(), "executor-handler-mean-ms")
+	b.Logf("mean of %v calls to driverset's webhook as the apiserver times them %.2fms (to the no-op: %.2fms, to the one-label: %.2fms); of %v as driverset's handler times them %.2fms",
+		call.count, call.meanMS(), noopCall.meanMS(), labelCall.meanMS(), handler.count, handler.meanMS())
+	b.Logf("mean of %v calls to driverset's executors webhook as the apiserver times them %.2fms; as its handler times them %.2fms",
+		executorCall.count, executorCall.meanMS(), executorHandler.meanMS())
 	if added > admissionTarget {
 		b.Errorf("driverset's webhook adds %s to p99, over the %s target", added, admissionTarget)
 	}
+}
+
+// admissionKind is one kind of create in the admission benchmark: its pod, what each create took
+// and which failed, and the CPU that driverset and the apiserver used during its phases.
+type admissionKind struct {
+	name                       string
+	pod                        *corev1.Pod
+	lat                        []time.Duration
+	failed                     []error
+	driversetCPU, apiserverCPU time.Duration
+}
+
+// phase runs one phase of k's creates (paced), charging to k what driverset and the apiserver
+// (pid) used meanwhile.
+func (k *admissionKind) phase(b *testing.B, apiserver int, create func(*corev1.Pod) error) {
+	cpu := func() (driverset, api time.Duration) {
+		var err error
+		if driverset, err = bed.driverset.CPU(); err == nil {
+			api, err = harness.ProcessCPU(apiserver)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return driverset, api
+	}
+	d0, a0 := cpu()
+	lat, failed := paced(k.pod, create)
+	d1, a1 := cpu()
+	k.lat, k.failed = append(k.lat, lat...), append(k.failed, failed...)
+	k.driversetCPU += d1 - d0
+	k.apiserverCPU += a1 - a0
+}
+
+func (k *admissionKind) quantile(q float64) time.Duration { return quantile(k.lat, q) }
+
+// apiserverPerCreate is the apiserver's CPU per create of k's, in milliseconds.
+func (k *admissionKind) apiserverPerCreate() float64 {
+	return ms(k.apiserverCPU) / float64(max(len(k.lat), 1))
+}
+
+// foreignExecutor is an executor pod of a Spark app that did not opt in, owned by its driver pod as
+// Spark makes it: the apiserver sends it to driverset's executors webhook, which finds no driver
+// of its own and allows it unchanged.
+func foreignExecutor(ns string) *corev1.Pod {
+	p := foreignSparkPod(ns, 1)
+	p.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Pod", Name: "foreign-driver", UID: "0b7f0d7e-5c1a-4a53-9a7e-1f2d3c4b5a69",
+		Controller: ptr.To(true),
+	}}
+	return p
+}
+
+// String is k's p50 and p99.
+func (k *admissionKind) String() string {
+	return fmt.Sprintf("p50 %s p99 %s", k.quantile(0.50), k.quantile(0.99))
 }
 
 // paced creates pod (a new name each time) admissionRate times a second for admissionPhase,
@@ -218,11 +300,12 @@ func (t totals) meanMS() float64 {
 }
 
 // admissionTotals reads the apiserver's timing of its calls to driverset's drivers webhook and
-// to the no-op webhook, driverset's own timing of its driver handler, and driverset's CPU-seconds
+// to the floor webhooks, driverset's own timing of its driver handler, and driverset's CPU-seconds
 // and garbage collections so far.
 func admissionTotals(ctx context.Context, b *testing.B, c kubernetes.Interface) (t struct {
-	call, noopCall, handler totals
-	cpu, gcs                float64
+	call, noopCall, labelCall, handler totals
+	executorCall, executorHandler      totals
+	cpu, gcs                           float64
 }) {
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -231,12 +314,17 @@ func admissionTotals(ctx context.Context, b *testing.B, c kubernetes.Interface) 
 	t.call.sum, t.call.count = harness.HistogramTotals(string(raw), "apiserver_admission_webhook_admission_duration_seconds",
 		`name="drivers.driverset.dev"`, `operation="CREATE"`)
 	t.noopCall.sum, t.noopCall.count = harness.HistogramTotals(string(raw), "apiserver_admission_webhook_admission_duration_seconds",
-		`name="noop.bench.driverset.dev"`, `operation="CREATE"`)
+		`name="`+noopWebhookName+`"`, `operation="CREATE"`)
+	t.labelCall.sum, t.labelCall.count = harness.HistogramTotals(string(raw), "apiserver_admission_webhook_admission_duration_seconds",
+		`name="`+labelWebhookName+`"`, `operation="CREATE"`)
 	code, body, err := harness.Scrape(ctx, bed.driverset.MetricsURL, bed.metricsToken)
 	if err != nil || code != 200 {
 		b.Fatalf("driverset's metrics: %d %v", code, err)
 	}
-	t.handler.sum, t.handler.count = harness.HistogramTotals(body, "controller_runtime_webhook_latency_seconds", `webhook="/mutate-driver"`)
+	t.handler.sum, t.handler.count = harness.HistogramTotals(body, "controller_runtime_webhook_latency_seconds", `webhook="`+webhook.DriverPath+`"`)
+	t.executorCall.sum, t.executorCall.count = harness.HistogramTotals(string(raw), "apiserver_admission_webhook_admission_duration_seconds",
+		`name="executors.driverset.dev"`, `operation="CREATE"`)
+	t.executorHandler.sum, t.executorHandler.count = harness.HistogramTotals(body, "controller_runtime_webhook_latency_seconds", `webhook="`+webhook.ExecutorPath+`"`)
 	t.cpu, t.gcs = harness.Gauge(body, "process_cpu_seconds_total"), harness.Gauge(body, "go_gc_duration_seconds_count")
 	return t
 }

@@ -1,6 +1,10 @@
 package harness
 
-import "testing"
+import (
+	"os"
+	"testing"
+	"time"
+)
 
 func TestParseCPUTimes(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,5 +30,30 @@ func TestParseCPUTimes(t *testing.T) {
 	}
 	if _, err := ReadCPUTimes(); err != nil {
 		t.Errorf("this machine's /proc/stat: %v", err)
+	}
+}
+
+func TestParseProcessCPU(t *testing.T) {
+	// A real line's shape (fields 1-17), with a command name that holds ") (" and spaces.
+	const line = "4242 (kube apiserver) (x)) S 1 4242 4242 0 -1 4194560 2 0 0 0 1234 567 0 0 20 0 12 0 9 0 0"
+	for _, tc := range []struct {
+		name, stat string
+		want       time.Duration
+		bad        bool
+	}{
+		{name: "utime plus stime, in hundredths of a second", stat: line, want: 18010 * time.Millisecond},
+		{name: "no command name", stat: "4242 S 1 2", bad: true},
+		{name: "cut short", stat: "4242 (a) S 1 4242 4242 0 -1 4194560 2 0 0 0 1234", bad: true},
+		{name: "not a number", stat: "4242 (a) S 1 4242 4242 0 -1 4194560 2 0 0 0 x 567", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcessCPU(tc.stat)
+			if (err != nil) != tc.bad || got != tc.want {
+				t.Errorf("parseProcessCPU(%q) = %v, %v; want %v, error %v", tc.stat, got, err, tc.want, tc.bad)
+			}
+		})
+	}
+	if _, err := ProcessCPU(os.Getpid()); err != nil {
+		t.Errorf("this process's /proc/<pid>/stat: %v", err)
 	}
 }
