@@ -56,13 +56,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	ctx := context.Background()
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench-admission-%d", time.Now().UnixNano()%1_000_000)
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	if err := bed.cluster.WaitForDefaultServiceAccount(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
+	tempNamespace(b, ctx, c, ns)
 	plan, err := app(ns, "latency").Plan()
 	if err != nil {
 		b.Fatal(err)

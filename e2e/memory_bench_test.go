@@ -44,13 +44,7 @@ func BenchmarkMemory(b *testing.B) {
 	suffix := time.Now().UnixNano() % 1_000_000
 	appsNS, foreignNS := fmt.Sprintf("bench-mem-apps-%d", suffix), fmt.Sprintf("bench-mem-foreign-%d", suffix)
 	for _, ns := range []string{appsNS, foreignNS} {
-		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		if err := bed.cluster.WaitForDefaultServiceAccount(ctx, ns); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+		tempNamespace(b, ctx, c, ns)
 	}
 	// 110 pods per KWOK node; three are there already.
 	for i := 3; i < (apps+109)/110+1; i++ {
@@ -141,6 +135,19 @@ func benchClient(b *testing.B) kubernetes.Interface {
 	return c
 }
 
+// tempNamespace creates namespace ns, waits for its default ServiceAccount (pods need it) and
+// deletes it when b ends.
+func tempNamespace(b *testing.B, ctx context.Context, c kubernetes.Interface, ns string) {
+	b.Helper()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if err := bed.cluster.WaitForDefaultServiceAccount(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func envInt(b *testing.B, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
@@ -181,19 +188,7 @@ func parallel(b *testing.B, n, workers int, do func(i int) error) {
 // startApps submits n opted-in apps in ns and waits until each driver runs in its StatefulSet's pod.
 func startApps(b *testing.B, ctx context.Context, c kubernetes.Interface, ns string, n int) {
 	b.Helper()
-	// Few at once: each submission is several calls and a conversion, and a flooded apiserver on
-	// 2 cores makes driverset miss its lease renewals.
-	parallel(b, n, 8, func(i int) error {
-		a := app(ns, fmt.Sprintf("mem-%d", i))
-		// A small cpu request, so that 110 drivers fit on a KWOK node (32 cpu).
-		a.Conf = map[string]string{"spark.kubernetes.driver.request.cores": "10m"}
-		plan, err := a.Plan()
-		if err != nil {
-			return err
-		}
-		_, err = sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{})
-		return err
-	})
+	submitApps(b, ctx, c, ns, "mem", n)
 	if err := poll(ctx, time.Duration(n)*time.Second+2*time.Minute, func() bool {
 		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelDriver})
 		if err != nil {
@@ -209,6 +204,24 @@ func startApps(b *testing.B, ctx context.Context, c kubernetes.Interface, ns str
 	}); err != nil {
 		b.Fatalf("not all %d drivers ran: %v", n, err)
 	}
+}
+
+// submitApps submits n opted-in apps named <prefix>-<i> in ns, as spark-submit does, 8 at once.
+func submitApps(b *testing.B, ctx context.Context, c kubernetes.Interface, ns, prefix string, n int) {
+	b.Helper()
+	// Few at once: each submission is several calls and a conversion, and a flooded apiserver on
+	// 2 cores makes driverset miss its lease renewals.
+	parallel(b, n, 8, func(i int) error {
+		a := app(ns, fmt.Sprintf("%s-%d", prefix, i))
+		// A small cpu request, so that 110 drivers fit on a KWOK node (32 cpu).
+		a.Conf = map[string]string{"spark.kubernetes.driver.request.cores": "10m"}
+		plan, err := a.Plan()
+		if err != nil {
+			return err
+		}
+		_, err = sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{})
+		return err
+	})
 }
 
 // createForeignPods creates n pods as another Spark app's would look (one driver for 19
