@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -47,10 +48,17 @@ func BenchmarkConversion(b *testing.B) {
 	suffix := time.Now().UnixNano() % 1_000_000
 	// Room for every pod of every round at once: 110 pods per KWOK node, the three there already
 	// left to the rest of the package.
+	var nodes, namespaces []string
+	// Registered first, so it runs after every namespace's own cleanup has asked for its deletion:
+	// the benchmarks after this one in `make bench` must not run beside hundreds of apps being
+	// torn down, nor beside their nodes.
+	b.Cleanup(func() { removeConversionRounds(b, c, namespaces, nodes) })
 	for i := range (2*rounds*n + 99) / 100 {
-		if err := bed.cluster.AddNode(ctx, fmt.Sprintf("kwok-conv-%d-%d", suffix, i)); err != nil {
+		name := fmt.Sprintf("kwok-conv-%d-%d", suffix, i)
+		if err := bed.cluster.AddNode(ctx, name); err != nil {
 			b.Fatal(err)
 		}
+		nodes = append(nodes, name)
 	}
 	sides := []struct {
 		name  string
@@ -68,6 +76,7 @@ func BenchmarkConversion(b *testing.B) {
 			side := sides[(i+r)%len(sides)]
 			ns := fmt.Sprintf("bench-conv-%s-%d-%d", side.name, suffix, r)
 			tempNamespace(b, ctx, c, ns)
+			namespaces = append(namespaces, ns)
 			d := timeToRunning(b, ctx, c, ns, side.running, n, func() { side.start(ns) })
 			took[side.name] = append(took[side.name], d.Seconds())
 			b.Logf("round %d, %s: %d pods Running %.1fs after the first create", r, side.name, n, d.Seconds())
@@ -82,6 +91,31 @@ func BenchmarkConversion(b *testing.B) {
 	b.Logf("%d apps: driverset %.1fs (%v), plain StatefulSets %.1fs (%v), %.2f×", n, converted, took["driverset"], plain, took["plain"], ratio)
 	if ratio > conversionBound {
 		b.Errorf("%d opted-in apps took %.2f× as long as %d plain StatefulSets to run, over %.1f×", n, ratio, n, conversionBound)
+	}
+}
+
+// removeConversionRounds deletes the benchmark's namespaces and waits until they are gone (their
+// pods through driverset's finalizer included), then removes its nodes.
+func removeConversionRounds(b *testing.B, c kubernetes.Interface, namespaces, nodes []string) {
+	ctx := context.Background()
+	for _, ns := range namespaces {
+		_ = c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	}
+	err := poll(ctx, 5*time.Minute, func() bool {
+		for _, ns := range namespaces {
+			if _, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		b.Errorf("the conversion benchmark's namespaces were not gone within 5 minutes: %v", err)
+	}
+	for _, node := range nodes {
+		if err := bed.cluster.DeleteNode(ctx, node); err != nil {
+			b.Errorf("remove node %s: %v", node, err)
+		}
 	}
 }
 
