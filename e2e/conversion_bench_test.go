@@ -46,13 +46,13 @@ func BenchmarkConversion(b *testing.B) {
 	ctx := context.Background()
 	c := benchClient(b)
 	suffix := time.Now().UnixNano() % 1_000_000
-	// Room for every pod of every round at once: 110 pods per KWOK node, the three there already
-	// left to the rest of the package.
 	var nodes, namespaces []string
 	// Registered first, so it runs after every namespace's own cleanup has asked for its deletion:
 	// the benchmarks after this one in `make bench` must not run beside hundreds of apps being
 	// torn down, nor beside their nodes.
 	b.Cleanup(func() { removeConversionRounds(b, c, namespaces, nodes) })
+	// Room for every pod of every round at once: 110 pods per KWOK node, the three there already
+	// left to the rest of the package.
 	for i := range (2*rounds*n + 99) / 100 {
 		name := fmt.Sprintf("kwok-conv-%d-%d", suffix, i)
 		if err := bed.cluster.AddNode(ctx, name); err != nil {
