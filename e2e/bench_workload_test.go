@@ -129,23 +129,28 @@ func benchNamespace(b *testing.B, ctx context.Context) string {
 // startPlain runs a plain StatefulSet of one and waits until its pod runs.
 func startPlain(b *testing.B, ctx context.Context, ns string) *workload {
 	b.Helper()
+	sts := plainStatefulSet(ns, "plain", map[string]string{"app": "plain"})
+	if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	running := waitRunning(b, ctx, ns, []string{"plain-0"})
+	return &workload{ns: ns, node: running["plain-0"].Spec.NodeName, pods: uids(running)}
+}
+
+// plainStatefulSet is the benchmarks' baseline: a StatefulSet of one, without driverset, whose
+// pod carries labels and whose governing Service is named as it is.
+func plainStatefulSet(ns, name string, labels map[string]string) *appsv1.StatefulSet {
 	one := int32(1)
-	labels := map[string]string{"app": "plain"}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns},
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one, ServiceName: "plain", Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Replicas: &one, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "plain"}}},
 			},
 		},
 	}
-	if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	running := waitRunning(b, ctx, ns, []string{"plain-0"})
-	return &workload{ns: ns, node: running["plain-0"].Spec.NodeName, pods: uids(running)}
 }
 
 // startDriversetApps submits n opted-in apps, each a driver with benchExecutors executors, all

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,13 +93,11 @@ func BenchmarkConversion(b *testing.B) {
 	}
 }
 
-// removeConversionRounds deletes the benchmark's namespaces and waits until they are gone (their
-// pods through driverset's finalizer included), then removes its nodes.
+// removeConversionRounds waits until the benchmark's namespaces, whose deletion tempNamespace's
+// cleanups asked for, are gone (their pods through driverset's finalizer included), then removes
+// its nodes.
 func removeConversionRounds(b *testing.B, c kubernetes.Interface, namespaces, nodes []string) {
 	ctx := context.Background()
-	for _, ns := range namespaces {
-		_ = c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	}
 	err := poll(ctx, 5*time.Minute, func() bool {
 		for _, ns := range namespaces {
 			if _, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -160,7 +157,6 @@ func timeToRunning(b *testing.B, ctx context.Context, c kubernetes.Interface, ns
 // ns, 8 at once: what a user would run without driverset.
 func createPlainStatefulSets(b *testing.B, ctx context.Context, c kubernetes.Interface, ns string, n int) {
 	b.Helper()
-	one := int32(1)
 	parallel(b, n, 8, func(i int) error {
 		name := fmt.Sprintf("plain-%d", i)
 		labels := map[string]string{"app": "conversion-plain", "instance": name}
@@ -171,17 +167,7 @@ func createPlainStatefulSets(b *testing.B, ctx context.Context, c kubernetes.Int
 		if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		sts := &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: appsv1.StatefulSetSpec{
-				Replicas: &one, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "plain"}}},
-				},
-			},
-		}
-		_, err := c.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{})
+		_, err := c.AppsV1().StatefulSets(ns).Create(ctx, plainStatefulSet(ns, name, labels), metav1.CreateOptions{})
 		return err
 	})
 }
