@@ -23,6 +23,7 @@ import (
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/harness"
+	"github.com/driverset/driverset/e2e/sparksim"
 	"github.com/driverset/driverset/webhook"
 )
 
@@ -47,9 +48,10 @@ const (
 // the machine. It reports p50 and p99 of each and the p99 added, and fails when that exceeds
 // 5 ms. Two more kinds label the plain pod for the floor webhooks (floorWebhooks): one that
 // allows it unchanged, what any webhook adds here, and one that adds a label, what any mutating
-// webhook adds; driverset's own share is its p99 over those floors. A fifth kind is an executor
-// of an app that did not opt in: every Spark executor's create calls driverset's executors
-// webhook, which allows it unchanged. Each phase also charges the CPU that driverset and the
+// webhook adds; driverset's own share is its p99 over those floors. Two kinds are executors: one
+// of an app that opted in, as its driver (running in S-0) makes it, which driverset's executors
+// webhook patches, and one of an app that did not, which the executors entry's matchCondition
+// keeps from driverset (it fails when one reaches driverset). Each phase also charges the CPU that driverset and the
 // apiserver used in it to its kind, so the CPU each admission costs either side is read net of
 // what they use anyway.
 func BenchmarkAdmissionLatency(b *testing.B) {
@@ -73,9 +75,10 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		{name: "noop", pod: labelled(noopLabel)},
 		{name: "label", pod: labelled(labelLabel)},
 		{name: "driverset", pod: plan.DriverPod.DeepCopy()},
-		{name: "executor", pod: foreignExecutor(ns)},
+		{name: "executor", pod: ownExecutor(ctx, b, ns)},
+		{name: "foreign-executor", pod: foreignExecutor(ns, 1)},
 	}
-	without, noop, label, opted, executor := kinds[0], kinds[1], kinds[2], kinds[3], kinds[4]
+	without, noop, label, opted, executor, foreign := kinds[0], kinds[1], kinds[2], kinds[3], kinds[4], kinds[5]
 	floorWebhooks(ctx, b, c, ns)
 	apiserver, ok := bed.cluster.PIDs()["kube-apiserver"]
 	if !ok {
@@ -132,6 +135,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	b.ReportMetric(ms(p99d-noop.quantile(0.99)), "p99-over-noop-ms")
 	b.ReportMetric(ms(p99d-label.quantile(0.99)), "p99-over-label-ms")
 	b.ReportMetric(ms(executor.quantile(0.99)-p99w), "p99-added-ms-executor")
+	b.ReportMetric(ms(foreign.quantile(0.99)-p99w), "p99-added-ms-foreign-executor")
 	b.ReportMetric(float64(p99d)/float64(p99w), "p99-ratio")
 	for _, k := range kinds[1:] {
 		for _, err := range k.failed[:min(3, len(k.failed))] {
@@ -146,11 +150,12 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		len(without.lat), admissionRate, without, opted, added, float64(p99d)/float64(p99w),
 		noop, noop.quantile(0.99)-p99w, label, label.quantile(0.99)-p99w,
 		p99d-noop.quantile(0.99), p99d-label.quantile(0.99))
-	b.Logf("a foreign executor's create, through driverset's executors webhook: %s (p99 +%s over the plain driver pod's)",
-		executor, executor.quantile(0.99)-p99w)
-	b.Logf("the apiserver's CPU per create: plain %.2fms, no-op %.2fms, one-label %.2fms, driverset %.2fms, foreign executor %.2fms",
+	b.Logf("an opted-in app's executor's create, through driverset's executors webhook: %s (p99 %+v against the plain driver pod's); "+
+		"another app's, kept from driverset by the entry's matchCondition: %s (p99 %+v)",
+		executor, executor.quantile(0.99)-p99w, foreign, foreign.quantile(0.99)-p99w)
+	b.Logf("the apiserver's CPU per create: plain %.2fms, no-op %.2fms, one-label %.2fms, driverset %.2fms, executor %.2fms, foreign executor %.2fms",
 		without.apiserverPerCreate(), noop.apiserverPerCreate(), label.apiserverPerCreate(), opted.apiserverPerCreate(),
-		executor.apiserverPerCreate())
+		executor.apiserverPerCreate(), foreign.apiserverPerCreate())
 	// Where the added time goes: only the opted-in creates call driverset's webhook, so the
 	// means over the whole run are theirs.
 	call, handler := after.call.minus(before.call), after.handler.minus(before.handler)
@@ -162,24 +167,31 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	// whole run.
 	perAdmission := ms(opted.driversetCPU-without.driversetCPU) / max(handler.count, 1)
 	perExecutor := ms(executor.driversetCPU-without.driversetCPU) / max(executorHandler.count, 1)
+	perForeign := ms(foreign.driversetCPU-without.driversetCPU) / float64(max(len(foreign.lat), 1))
 	idle := ms(without.driversetCPU) / (float64(admissionRounds) * admissionPhase.Seconds())
 	gcs := after.gcs - before.gcs
 	b.ReportMetric(perAdmission, "driverset-cpu-ms-per-admission")
 	b.ReportMetric(perExecutor, "driverset-cpu-ms-per-executor-admission")
+	b.ReportMetric(perForeign, "driverset-cpu-ms-per-foreign-executor")
 	b.ReportMetric(idle, "driverset-idle-cpu-ms-per-s")
 	b.ReportMetric(gcs, "driverset-gc-cycles")
-	b.Logf("driverset used %.2fms of CPU per driver admission and %.2fms per foreign executor's, over its idle %.1fms/s (%.2fs in all over the run), and collected garbage %v times",
-		perAdmission, perExecutor, idle, after.cpu-before.cpu, gcs)
+	b.Logf("driverset used %.2fms of CPU per driver admission, %.2fms per executor admission and %.2fms per foreign executor's create, over its idle %.1fms/s (%.2fs in all over the run), and collected garbage %v times",
+		perAdmission, perExecutor, perForeign, idle, after.cpu-before.cpu, gcs)
 	b.ReportMetric(call.meanMS(), "webhook-call-mean-ms")
 	b.ReportMetric(handler.meanMS(), "handler-mean-ms")
 	b.ReportMetric(noopCall.meanMS(), "noop-call-mean-ms")
 	b.ReportMetric(labelCall.meanMS(), "label-call-mean-ms")
-	b.ReportMetric(executorCall.meanMS(), "executor-call-mean-ms")
-	b.ReportMetric(executorHandler.meanMS(), "executor-handler-mean-ms")
 	b.Logf("mean of %v calls to driverset's webhook as the apiserver times them %.2fms (to the no-op: %.2fms, to the one-label: %.2fms); of %v as driverset's handler times them %.2fms",
 		call.count, call.meanMS(), noopCall.meanMS(), labelCall.meanMS(), handler.count, handler.meanMS())
+	b.ReportMetric(executorCall.meanMS(), "executor-call-mean-ms")
+	b.ReportMetric(executorHandler.meanMS(), "executor-handler-mean-ms")
 	b.Logf("mean of %v calls to driverset's executors webhook as the apiserver times them %.2fms; as its handler times them %.2fms",
 		executorCall.count, executorCall.meanMS(), executorHandler.meanMS())
+	// Only the opted-in executors may reach it: one call each, as the apiserver and driverset count.
+	if n := float64(len(executor.lat)); executorCall.count != n || executorHandler.count != n {
+		b.Errorf("driverset's executors webhook was called %v times as the apiserver counts, %v as driverset does, for %v opted-in executors' creates (and %d foreign ones')",
+			executorCall.count, executorHandler.count, n, len(foreign.lat))
+	}
 	if added > admissionTarget {
 		b.Errorf("driverset's webhook adds %s to p99, over the %s target", added, admissionTarget)
 	}
@@ -223,13 +235,37 @@ func (k *admissionKind) apiserverPerCreate() float64 {
 	return ms(k.apiserverCPU) / float64(max(len(k.lat), 1))
 }
 
-// foreignExecutor is an executor pod of a Spark app that did not opt in, owned by its driver pod as
-// Spark makes it: the apiserver sends it to driverset's executors webhook, which finds no driver
-// of its own and allows it unchanged.
-func foreignExecutor(ns string) *corev1.Pod {
-	p := foreignSparkPod(ns, 1)
+// ownExecutor is an executor of an app that opted in, as its driver, running in S-0, makes it: the
+// benchmark submits the app and waits for S-0 to run, then builds the pod without creating it.
+func ownExecutor(ctx context.Context, b *testing.B, ns string) *corev1.Pod {
+	b.Helper()
+	plan, err := app(ns, "latency-executors").Plan()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := sparksim.SubmitPlan(ctx, kube(), plan, sparksim.SubmitOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	s0 := contract.NamesFor(plan.DriverPodName).DriverPodName()
+	waitRunning(b, ctx, ns, []string{s0})
+	drv, err := sparksim.StartDriver(ctx, kube(), ns, s0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod, err := drv.ExecutorPod(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pod
+}
+
+// foreignExecutor is executor i of a Spark app that did not opt in, owned by its driver pod as
+// Spark makes it (named <app name>-<random>-driver): the executors entry's matchCondition keeps it
+// from driverset.
+func foreignExecutor(ns string, i int) *corev1.Pod {
+	p := foreignSparkPod(ns, i)
 	p.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: "v1", Kind: "Pod", Name: "foreign-driver", UID: "0b7f0d7e-5c1a-4a53-9a7e-1f2d3c4b5a69",
+		APIVersion: "v1", Kind: "Pod", Name: "spark-pi-4f1c2b9a8d7e6f50-driver", UID: "0b7f0d7e-5c1a-4a53-9a7e-1f2d3c4b5a69",
 		Controller: ptr.To(true),
 	}}
 	return p

@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
+	"github.com/driverset/driverset/webhook"
 )
 
 // One tenant's stuck apps cost that tenant only: 40 apps of one namespace wait for good (each
@@ -70,4 +72,50 @@ func takeName(t *testing.T, ns, name string) {
 	if _, err := kube().AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Another app's executors never reach driverset: the apiserver sends the executors entry only the
+// executors whose controller is a pod named as driverset names its driver pods (<sts>-0), so the
+// cluster's other Spark apps do not pay for driverset on every executor create, nor wait on it
+// when it is slow. An opted-in app's executors still go through it and are tied to their driver.
+func TestForeignExecutorsNeverReachDriverset(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	before := executorAdmissions(t)
+
+	for i := 1; i <= 3; i++ {
+		if _, err := kube().CoreV1().Pods(ns).Create(ctx, foreignExecutor(ns, i), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a := startApp(t, app(ns, "ours"), 2)
+	for _, e := range a.executors {
+		if got := getPod(t, ns, e.Name); got.Labels[contract.LabelDriver] != a.names.StatefulSet || !ownedBy(got, a.pod) {
+			t.Errorf("executor %s of an opted-in app: labels %v, owners %v; want label %s=%s and owner %s",
+				e.Name, got.Labels, got.OwnerReferences, contract.LabelDriver, a.names.StatefulSet, a.pod.Name)
+		}
+	}
+	// driverset counts an admission once it has answered, so the count may trail the creates a
+	// little: wait for the opted-in app's, then the three foreign ones would show on top of them.
+	want := float64(len(a.executors))
+	var got float64
+	waitFor(t, 10*time.Second, "driverset to count the opted-in app's executors", func(context.Context) (bool, error) {
+		got = executorAdmissions(t) - before
+		return got >= want, nil
+	})
+	if got != want {
+		t.Errorf("driverset was sent %v executor admission(s) in all; want the opted-in app's %v, none of the other app's", got, want)
+	}
+}
+
+// executorAdmissions is how many admissions driverset's executor handler has answered so far.
+func executorAdmissions(t *testing.T) float64 {
+	t.Helper()
+	body, err := metricsOf(bed.driverset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n := harness.HistogramTotals(body, "controller_runtime_webhook_latency_seconds", `webhook="`+webhook.ExecutorPath+`"`)
+	return n
 }

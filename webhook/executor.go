@@ -21,7 +21,9 @@ const ExecutorPath = "/mutate-executor"
 
 // Executor points the executors of a driver that driverset runs at that driver's stable name and
 // ties them to the live driver pod (docs/design.md#the-executor-patch, convert.Executor). Every other pod is
-// allowed unchanged.
+// allowed unchanged. Its webhook entry's matchCondition sends it only executors whose controller
+// is a pod named <something>-0, as every S-0 is, so other apps' executors never reach it; the
+// handler still checks everything itself, as the condition is a filter on a name anyone can pick.
 //
 // Its webhook entry fails open (failurePolicy Ignore), and so does the handler: an executor left
 // as Spark made it still reaches the driver through Spark's own Service, so nothing here ever

@@ -22,6 +22,10 @@ var (
 	nonHostname    = regexp.MustCompile(`[^\w-]+`)
 )
 
+// ExecutorPod is executor id's pod as this driver would create it, not created: what a benchmark
+// sends the apiserver itself.
+func (d *Driver) ExecutorPod(id int) (*corev1.Pod, error) { return d.executorPod(id) }
+
 // executorPod builds executor id's pod as BasicExecutorFeatureStep and LocalDirsFeatureStep do.
 func (d *Driver) executorPod(id int) (*corev1.Pod, error) {
 	t, conf := d.t, d.conf
