@@ -51,9 +51,9 @@ const (
 // webhook adds; driverset's own share is its p99 over those floors. Two kinds are executors: one
 // of an app that opted in, as its driver (running in S-0) makes it, which driverset's executors
 // webhook patches, and one of an app that did not, which the executors entry's matchCondition
-// keeps from driverset (it fails when one reaches driverset). Each phase also charges the CPU that driverset and the
-// apiserver used in it to its kind, so the CPU each admission costs either side is read net of
-// what they use anyway.
+// keeps from driverset (it fails when one reaches driverset). Each phase also charges the CPU
+// that driverset and the apiserver used in it to its kind, so the CPU each admission costs either
+// side is read net of what they use anyway.
 func BenchmarkAdmissionLatency(b *testing.B) {
 	ctx := context.Background()
 	c := benchClient(b)
@@ -187,8 +187,9 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	b.ReportMetric(executorHandler.meanMS(), "executor-handler-mean-ms")
 	b.Logf("mean of %v calls to driverset's executors webhook as the apiserver times them %.2fms; as its handler times them %.2fms",
 		executorCall.count, executorCall.meanMS(), executorHandler.meanMS())
-	// Only the opted-in executors may reach it: one call each, as the apiserver and driverset count.
-	if n := float64(len(executor.lat)); executorCall.count != n || executorHandler.count != n {
+	// Only the opted-in executors may reach it, one call each. The apiserver counts a call before
+	// the create returns; driverset once it has answered, so its count may trail by the last few.
+	if n := float64(len(executor.lat)); executorCall.count != n || executorHandler.count > n {
 		b.Errorf("driverset's executors webhook was called %v times as the apiserver counts, %v as driverset does, for %v opted-in executors' creates (and %d foreign ones')",
 			executorCall.count, executorHandler.count, n, len(foreign.lat))
 	}

@@ -77,15 +77,39 @@ func takeName(t *testing.T, ns, name string) {
 // Another app's executors never reach driverset: the apiserver sends the executors entry only the
 // executors whose controller is a pod named as driverset names its driver pods (<sts>-0), so the
 // cluster's other Spark apps do not pay for driverset on every executor create, nor wait on it
-// when it is slow. An opted-in app's executors still go through it and are tied to their driver.
+// when it is slow. An opted-in app's executors still go through it and are tied to their driver;
+// so does one whose controller is a pod someone else named *-0, which driverset leaves unchanged.
 func TestForeignExecutorsNeverReachDriverset(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
 	before := executorAdmissions(t)
 
-	for i := 1; i <= 3; i++ {
-		if _, err := kube().CoreV1().Pods(ns).Create(ctx, foreignExecutor(ns, i), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+	pod := func(kind, name string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "v1", Kind: kind, Name: name, UID: "0b7f0d7e-5c1a-4a53-9a7e-1f2d3c4b5a69", Controller: &controller}}
+	}
+	reached := 0
+	for i, tc := range []struct {
+		name    string
+		owners  []metav1.OwnerReference
+		reaches bool
+	}{
+		{"controlled by Spark's driver pod, <name>-driver", foreignExecutor(ns, 1).OwnerReferences, false},
+		{"owned by nothing", nil, false},
+		{"owned by a pod named *-0 that is not its controller", pod("Pod", "other-0", false), false},
+		{"controlled by something else named *-0", pod("ReplicaSet", "spark-pi-rs-0", true), false},
+		{"controlled by a pod named *-0 that driverset does not run", pod("Pod", "my-driver-0", true), true},
+	} {
+		e := foreignSparkPod(ns, i+1)
+		e.OwnerReferences = tc.owners
+		made, err := kube().CoreV1().Pods(ns).Create(ctx, e, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, ok := made.Labels[contract.LabelDriver]; ok {
+			t.Errorf("%s: driverset labelled it %v", tc.name, made.Labels)
+		}
+		if tc.reaches {
+			reached++
 		}
 	}
 
@@ -97,15 +121,16 @@ func TestForeignExecutorsNeverReachDriverset(t *testing.T) {
 		}
 	}
 	// driverset counts an admission once it has answered, so the count may trail the creates a
-	// little: wait for the opted-in app's, then the three foreign ones would show on top of them.
-	want := float64(len(a.executors))
+	// little: wait for the ones expected, then any other would show on top of them.
+	want := float64(len(a.executors) + reached)
 	var got float64
-	waitFor(t, 10*time.Second, "driverset to count the opted-in app's executors", func(context.Context) (bool, error) {
+	waitFor(t, 10*time.Second, "driverset to count the executors sent to it", func(context.Context) (bool, error) {
 		got = executorAdmissions(t) - before
 		return got >= want, nil
 	})
 	if got != want {
-		t.Errorf("driverset was sent %v executor admission(s) in all; want the opted-in app's %v, none of the other app's", got, want)
+		t.Errorf("driverset was sent %v executor admission(s) in all; want %v: the opted-in app's %d and the one controlled by my-driver-0",
+			got, want, len(a.executors))
 	}
 }
 

@@ -101,12 +101,16 @@ type sparkRun struct {
 	out   syncBuffer
 
 	mu        sync.Mutex
-	drivers   map[string]*seenDriver // by pod UID: every pod that ran the driver
-	executors map[string]string      // executor pod name → SPARK_DRIVER_URL
+	drivers   map[string]*seenDriver  // by pod UID: every pod that ran the driver
+	executors map[string]seenExecutor // by executor pod name
 	// followers stream the driver container's log of each pod, from its first start to its
 	// end (see follow).
 	followers sync.WaitGroup
 }
+
+// seenExecutor is what an executor pod was given: its SPARK_DRIVER_URL, and the label
+// driverset.dev/driver, which only driverset's executors webhook adds.
+type seenExecutor struct{ url, driver string }
 
 type seenDriver struct {
 	pod, node string
@@ -171,7 +175,7 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 		names:     contract.NamesFor(name + "-driver"),
 		done:      make(chan struct{}),
 		drivers:   map[string]*seenDriver{},
-		executors: map[string]string{},
+		executors: map[string]seenExecutor{},
 	}
 	kubeconfig := userKubeconfig(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), sparkRunBound)
@@ -271,7 +275,7 @@ func (r *sparkRun) look(ctx, run context.Context) {
 			for _, e := range p.Spec.Containers[0].Env {
 				if e.Name == "SPARK_DRIVER_URL" {
 					r.mu.Lock()
-					r.executors[p.Name] = e.Value
+					r.executors[p.Name] = seenExecutor{url: e.Value, driver: p.Labels[contract.LabelDriver]}
 					r.mu.Unlock()
 				}
 			}
@@ -442,23 +446,25 @@ func (r *sparkRun) expectSameAs(t *testing.T, plain *sparkRun) {
 	}
 }
 
-// expectStableName: every executor was pointed at the driver's stable name, and executors
-// registered with every driver that ran the job.
+// expectStableName: every executor was pointed at the driver's stable name and tied to its
+// driver by driverset's executors webhook (real Spark's executors pass the entry's
+// matchConditions), and executors registered with every driver that ran the job.
 func (r *sparkRun) expectStableName(t *testing.T) {
 	t.Helper()
 	host := r.names.DriverHost(r.app.Namespace)
 	r.mu.Lock()
-	urls := make(map[string]string, len(r.executors))
-	for k, v := range r.executors {
-		urls[k] = v
-	}
+	executors := maps.Clone(r.executors)
 	r.mu.Unlock()
-	if len(urls) < sparkExecutors {
-		t.Errorf("saw %d executor pods, want at least %d", len(urls), sparkExecutors)
+	if len(executors) < sparkExecutors {
+		t.Errorf("saw %d executor pods, want at least %d", len(executors), sparkExecutors)
 	}
-	for pod, url := range urls {
-		if !strings.Contains(url, "@"+host+":") {
-			t.Errorf("executor %s was given driver URL %q, want the stable name %s", pod, url, host)
+	for pod, e := range executors {
+		if !strings.Contains(e.url, "@"+host+":") {
+			t.Errorf("executor %s was given driver URL %q, want the stable name %s", pod, e.url, host)
+		}
+		if e.driver != r.names.StatefulSet {
+			t.Errorf("executor %s has %s=%q, want %q: driverset's executors webhook did not tie it to its driver",
+				pod, contract.LabelDriver, e.driver, r.names.StatefulSet)
 		}
 	}
 	for _, d := range r.driverLogs() {
