@@ -61,7 +61,10 @@ func NamesOfStatefulSet(sts string) Names {
 	return Names{StatefulSet: sts, Service: svc}
 }
 
-// DriverPodName is the name of the StatefulSet's one pod.
+// DriverPodName is the name of the StatefulSet's one pod. The `executors` webhook entry's
+// matchConditions (manifests/base/webhook.yaml, the Helm chart) select executors by this "-0"
+// suffix on their controller pod's name; TestForeignExecutorsNeverReachDriverset fails if the two
+// part.
 func (n Names) DriverPodName() string { return n.StatefulSet + "-0" }
 
 // HeartbeatLease is the name of the Lease that `driverset wrap` renews for the driver pod when
