@@ -257,6 +257,12 @@ func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *cor
 	r.mu.Lock()
 	r.ledger.End(a.Name, uid)
 	r.mu.Unlock()
+	if apierrors.IsNotFound(err) {
+		// The pod went before its exit could be played: spark-submit died (a quota conflict) and
+		// deleted the app, or its node was removed. follow finds the next incarnation, or
+		// abandons the app when spark-submit has died; the exit is played on the next one.
+		return true, false
+	}
 	if err != nil {
 		r.t.Errorf("%s: exit %d in %s: %v", a.Name, code, pod.Name, err)
 		return true, true
