@@ -20,7 +20,8 @@ import (
 // informers hold only the pods it acts on. A label selector cannot say "this label or that one",
 // so the pods come from two caches:
 //   - the manager's cache: pods labelled contract.LabelDriver, i.e. the drivers driverset runs (S-0)
-//     and the executors the executor webhook tied to them;
+//     and their executors (labelled at birth by S-0's driver, convert.DriverConf, or by the
+//     executor webhook for an S-0 of an earlier version);
 //   - a placeholder cache: pods labelled contract.LabelPlaceholder=true.
 //
 // Both strip managedFields, which nothing in driverset reads.

@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,7 +156,7 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 		}
 		entry = []string{entrypoint}
 	}
-	wrapDriver(driver, entry, n.DriverHost(p.Namespace))
+	wrapDriver(driver, entry, n, p.Namespace)
 	if o.SelfFence > 0 {
 		keepHeartbeat(driver, n.HeartbeatLease(), o.SelfFence)
 	}
@@ -220,7 +221,7 @@ func installContainer(o Options) corev1.Container {
 // or 2.4's "driver-py"/"driver-r") wins over the
 // properties file (docs/spark-facts.md §3), so Spark's own settings need no change.
 // entry is what the container ran before: its command, or the image's entrypoint.
-func wrapDriver(c *corev1.Container, entry []string, host string) {
+func wrapDriver(c *corev1.Container, entry []string, n contract.Names, ns string) {
 	// wrap must write its termination message into the file the kubelet reads for this container:
 	// the container's own terminationMessagePath, or the default the apiserver would set. Set
 	// explicitly, so the template says which file the controller's reading depends on.
@@ -230,11 +231,7 @@ func wrapDriver(c *corev1.Container, entry []string, host string) {
 	c.Command = append([]string{BinaryPath, "wrap", "--state-dir", StateDir, "--termination-log", c.TerminationMessagePath, "--"}, entry...)
 
 	// The entry command stays as Spark wrote it: "driver", or 2.4's "driver-py" / "driver-r".
-	args := []string{c.Args[0],
-		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),
-		"--conf", "spark.driver.host=" + host,
-	}
-	c.Args = append(args, c.Args[1:]...)
+	c.Args = slices.Concat(c.Args[:1], DriverConf(n, ns), c.Args[1:])
 
 	var env []corev1.EnvVar
 	for _, e := range c.Env {
@@ -251,6 +248,23 @@ func wrapDriver(c *corev1.Container, entry []string, host string) {
 	// File, not FallbackToLogsOnError: the wrapper writes the exit record there, and a log tail
 	// must never be mistaken for it.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+}
+
+// DriverConf is the Spark settings S-0 adds to the driver's arguments, right after the entry
+// command (see wrapDriver), for the StatefulSet of names n in namespace ns: the pod it runs in (the
+// owner of its executors) and its stable host. They also make the driver create its executors as
+// driverset wants them, so that they need no webhook (docs/design.md#the-executor-patch): labelled
+// contract.LabelDriver=<S> at birth, which puts them in driverset's cache even when they are made
+// while driverset is down, and given the stable host in SPARK_DRIVER_URL, with Spark 4.1's
+// useDriverPodIP off (older versions ignore the key), where it would put the pod IP that a new
+// incarnation never keeps.
+func DriverConf(n contract.Names, ns string) []string {
+	return []string{
+		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),
+		"--conf", "spark.driver.host=" + n.DriverHost(ns),
+		"--conf", "spark.kubernetes.executor.label." + contract.LabelDriver + "=" + n.StatefulSet,
+		"--conf", "spark.kubernetes.executor.useDriverPodIP=false",
+	}
 }
 
 // installResources are the init container's: requests equal to limits (so any LimitRange

@@ -171,6 +171,8 @@ func TestStatefulSetTemplate(t *testing.T) {
 	wantArgs := []string{"driver",
 		"--conf", "spark.kubernetes.driver.pod.name=$(DRIVERSET_POD_NAME)",
 		"--conf", "spark.driver.host=pi-0123456789abcdef-driver-0.pi-0123456789abcdef-driver-ds.jobs.svc",
+		"--conf", "spark.kubernetes.executor.label.driverset.dev/driver=pi-0123456789abcdef-driver",
+		"--conf", "spark.kubernetes.executor.useDriverPodIP=false",
 		"--properties-file", "/opt/spark/conf/spark.properties", "--class", "Pi", "spark-internal"}
 	if !reflect.DeepEqual(d.Args, wantArgs) {
 		t.Errorf("driver args\n%q\nwant\n%q", d.Args, wantArgs)
@@ -468,7 +470,9 @@ func TestStatefulSetKeepsTheEntryCommand(t *testing.T) {
 			n := contract.NamesFor(pod.Name)
 			want := append([]string{entry,
 				"--conf", "spark.kubernetes.driver.pod.name=$(" + contract.EnvPodName + ")",
-				"--conf", "spark.driver.host=" + n.DriverHost(pod.Namespace)}, rest...)
+				"--conf", "spark.driver.host=" + n.DriverHost(pod.Namespace),
+				"--conf", "spark.kubernetes.executor.label." + contract.LabelDriver + "=" + n.StatefulSet,
+				"--conf", "spark.kubernetes.executor.useDriverPodIP=false"}, rest...)
 			if !slices.Equal(got, want) {
 				t.Errorf("args %q, want %q", got, want)
 			}

@@ -62,10 +62,20 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Through the apiserver: the driver, incarnation and executor webhooks all answer.
+	// Through the apiserver: the driver, incarnation and executor webhooks all answer. The
+	// executor is made without the label S-0's driver gives it, as an S-0 of an earlier version
+	// makes them, so that it reaches the executor webhook.
 	ns := namespace(t, nil)
-	r := startApp(t, app(ns, "via-apiserver"), 1)
-	exec := getPod(t, ns, r.executors[0].Name)
+	r := startApp(t, app(ns, "via-apiserver"), 0)
+	old, err := r.driver.ExecutorPod(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(old.Labels, contract.LabelDriver)
+	exec, err := kube().CoreV1().Pods(ns).Create(ctx, old, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if exec.Labels[contract.LabelDriver] != r.names.StatefulSet {
 		t.Errorf("the executor webhook did not patch executor %s: labels %v", exec.Name, exec.Labels)
 	}

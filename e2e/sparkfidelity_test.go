@@ -204,9 +204,7 @@ func spark24NonJVMDriverIsConverted(t *testing.T, a sparksim.App, want spark24Bi
 		t.Fatalf("%s has no %s container", d0.Name, contract.DriverContainerName)
 	}
 	ran := d0.Spec.Containers[i]
-	wantArgs := append([]string{want.entry,
-		"--conf", "spark.kubernetes.driver.pod.name=$(" + contract.EnvPodName + ")",
-		"--conf", "spark.driver.host=" + names.DriverHost(ns)}, sent.Args[1:]...)
+	wantArgs := slices.Concat([]string{want.entry}, convert.DriverConf(names, ns), sent.Args[1:])
 	if !slices.Equal(ran.Args, wantArgs) {
 		t.Errorf("%s's driver args %q, want %q", d0.Name, ran.Args, wantArgs)
 	}
@@ -312,10 +310,11 @@ func TestWatchResetsNeverLoseTheDriverPod(t *testing.T) {
 	}
 }
 
-// Spark 4.1 with spark.kubernetes.executor.useDriverPodIP: SparkContext replaces spark.driver.host
-// by the bind address (the pod IP), over driverset's --conf, and executors get that IP in their
-// driver URL. An IP is what a new incarnation never keeps, so only the executor webhook keeps the
-// stable name: every executor must still be pointed at it, before and after a restart.
+// Spark 4.1 with spark.kubernetes.executor.useDriverPodIP: SparkContext would replace
+// spark.driver.host by the bind address (the pod IP), over driverset's --conf, and executors would
+// get that IP in their driver URL. An IP is what a new incarnation never keeps, so S-0 turns the
+// option off (a later --conf): the driver keeps the stable name and every executor is pointed at
+// it, before and after a restart.
 func TestUseDriverPodIPExecutorsGetTheStableName(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
@@ -327,8 +326,8 @@ func TestUseDriverPodIPExecutorsGetTheStableName(t *testing.T) {
 	want := fmt.Sprintf("spark://CoarseGrainedScheduler@%s:%d", r.names.DriverHost(ns), sparksim.DriverPort)
 	check := func(drv *sparksim.Driver, pod *corev1.Pod, execs []*corev1.Pod) {
 		t.Helper()
-		if got := drv.Conf()["spark.driver.host"]; got != pod.Status.PodIP || got == "" {
-			t.Errorf("the driver's spark.driver.host = %q, want its pod IP %q (SparkContext sets it so)", got, pod.Status.PodIP)
+		if got := drv.Conf()["spark.driver.host"]; got != r.names.DriverHost(ns) {
+			t.Errorf("the driver's spark.driver.host = %q (its pod IP is %q), want the stable name %q", got, pod.Status.PodIP, r.names.DriverHost(ns))
 		}
 		for _, e := range execs {
 			if got := envOf(e, contract.EnvDriverURL); got != want {

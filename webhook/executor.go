@@ -21,7 +21,9 @@ const ExecutorPath = "/mutate-executor"
 
 // Executor points the executors of a driver that driverset runs at that driver's stable name and
 // ties them to the live driver pod (docs/design.md#the-executor-patch, convert.Executor). Every other pod is
-// allowed unchanged. Its webhook entry's matchCondition sends it only executors whose controller
+// allowed unchanged. The drivers in S-0s of this version make their executors so themselves
+// (convert.DriverConf), labelled, and the entry skips labelled pods: what reaches it are the
+// executors of S-0s an earlier version built, which keep their template until their app ends. Its webhook entry's matchCondition sends it only executors whose controller
 // is a pod named <something>-0, as every S-0 is, so other apps' executors never reach it; the
 // handler still checks everything itself, as the condition is a filter on a name anyone can pick.
 //

@@ -109,7 +109,7 @@ type sparkRun struct {
 }
 
 // seenExecutor is what an executor pod was given: its SPARK_DRIVER_URL, and the label
-// driverset.dev/driver, which only driverset's executors webhook adds.
+// driverset.dev/driver, which the driver in S-0 gives its executors (S-0's --conf).
 type seenExecutor struct{ url, driver string }
 
 type seenDriver struct {
@@ -446,9 +446,10 @@ func (r *sparkRun) expectSameAs(t *testing.T, plain *sparkRun) {
 	}
 }
 
-// expectStableName: every executor was pointed at the driver's stable name and tied to its
-// driver by driverset's executors webhook (real Spark's executors pass the entry's
-// matchConditions), and executors registered with every driver that ran the job.
+// expectStableName: every executor was pointed at the driver's stable name and labelled with its
+// StatefulSet by real Spark itself, from S-0's --conf, so that none needed driverset's executors
+// webhook (the apiserver's audit log names every mutating webhook it called for a create), and
+// executors registered with every driver that ran the job.
 func (r *sparkRun) expectStableName(t *testing.T) {
 	t.Helper()
 	host := r.names.DriverHost(r.app.Namespace)
@@ -463,8 +464,26 @@ func (r *sparkRun) expectStableName(t *testing.T) {
 			t.Errorf("executor %s was given driver URL %q, want the stable name %s", pod, e.url, host)
 		}
 		if e.driver != r.names.StatefulSet {
-			t.Errorf("executor %s has %s=%q, want %q: driverset's executors webhook did not tie it to its driver",
+			t.Errorf("executor %s has %s=%q, want %q: the driver did not label it as S-0's --conf says",
 				pod, contract.LabelDriver, e.driver, r.names.StatefulSet)
+		}
+	}
+	f, err := os.Open(bed.cluster.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	creates, err := spark.PodCreates(f, spark.InNamespace(r.app.Namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pod := range executors {
+		called, ok := creates[pod]
+		switch {
+		case !ok:
+			t.Errorf("executor %s: no create in the apiserver's audit log", pod)
+		case slices.Contains(called, "executors.driverset.dev"):
+			t.Errorf("executor %s: its create called driverset's executors webhook (webhooks called: %v); want none, as it is born labelled", pod, called)
 		}
 	}
 	for _, d := range r.driverLogs() {

@@ -110,6 +110,26 @@ func selectorKeys(requestURI string) string {
 // by actor, each actor's in the order the apiserver received them. A run of identical
 // consecutive reads is one call: how often a client polls depends on how long it ran.
 func ReadCalls(r io.Reader, keep func(*auditv1.Event) bool) (map[string][]Call, error) {
+	events, err := readEvents(r, keep)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(events, func(a, b *auditv1.Event) int {
+		return cmp.Compare(a.RequestReceivedTimestamp.UnixNano(), b.RequestReceivedTimestamp.UnixNano())
+	})
+	calls := map[string][]Call{}
+	for _, ev := range events {
+		c := CallOf(ev)
+		if n := len(calls[c.Actor]); n > 0 && calls[c.Actor][n-1] == c && reads[c.Verb] {
+			continue
+		}
+		calls[c.Actor] = append(calls[c.Actor], c)
+	}
+	return calls, nil
+}
+
+// readEvents reads an audit log (JSON lines) and returns the events keep accepts, in the log's order.
+func readEvents(r io.Reader, keep func(*auditv1.Event) bool) ([]*auditv1.Event, error) {
 	var events []*auditv1.Event
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
@@ -125,18 +145,43 @@ func ReadCalls(r io.Reader, keep func(*auditv1.Event) bool) (map[string][]Call, 
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("spark: audit log: %w", err)
 	}
-	slices.SortStableFunc(events, func(a, b *auditv1.Event) int {
-		return cmp.Compare(a.RequestReceivedTimestamp.UnixNano(), b.RequestReceivedTimestamp.UnixNano())
+	return events, nil
+}
+
+// mutationAnnotation is the prefix of the audit annotations in which the apiserver names each
+// mutating webhook it called for a request (round_<r>_index_<i>; a JSON value with the webhook's
+// name), at Metadata level; "failed-open." + it names one whose call failed and was ignored.
+const mutationAnnotation = "mutation.webhook.admission.k8s.io/"
+
+// PodCreates reads an audit log and returns, by pod name, the mutating webhooks the apiserver
+// called for each pod create keep accepts (none: an empty list), failed-open calls included.
+func PodCreates(r io.Reader, keep func(*auditv1.Event) bool) (map[string][]string, error) {
+	events, err := readEvents(r, func(ev *auditv1.Event) bool {
+		ref := ev.ObjectRef
+		return ev.Verb == "create" && ref != nil && ref.Resource == "pods" && ref.Subresource == "" && keep(ev)
 	})
-	calls := map[string][]Call{}
-	for _, ev := range events {
-		c := CallOf(ev)
-		if n := len(calls[c.Actor]); n > 0 && calls[c.Actor][n-1] == c && reads[c.Verb] {
-			continue
-		}
-		calls[c.Actor] = append(calls[c.Actor], c)
+	if err != nil {
+		return nil, err
 	}
-	return calls, nil
+	creates := map[string][]string{}
+	for _, ev := range events {
+		called := []string{}
+		for k, v := range ev.Annotations {
+			switch {
+			case strings.HasPrefix(k, mutationAnnotation):
+				var m struct{ Webhook string }
+				if err := json.Unmarshal([]byte(v), &m); err != nil {
+					return nil, fmt.Errorf("spark: audit annotation %s=%q: %w", k, v, err)
+				}
+				called = append(called, m.Webhook)
+			case strings.HasPrefix(k, "failed-open."+mutationAnnotation):
+				called = append(called, v)
+			}
+		}
+		slices.Sort(called)
+		creates[ev.ObjectRef.Name] = called
+	}
+	return creates, nil
 }
 
 // reads are the verbs that change nothing.

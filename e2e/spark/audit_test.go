@@ -87,3 +87,41 @@ func TestCallString(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// TestPodCreates: the mutating webhooks called for each pod create, as the apiserver annotates its
+// audit event (a call that failed open too), and none for a create no webhook matched; other
+// verbs and namespaces are left out.
+func TestPodCreates(t *testing.T) {
+	annotated := func(line, annotations string) string {
+		return strings.TrimSuffix(line, "}") + `,"annotations":{` + annotations + `}}`
+	}
+	call := func(i int, webhook string) string {
+		return `"mutation.webhook.admission.k8s.io/round_0_index_` + string(rune('0'+i)) +
+			`":"{\"configuration\":\"driverset\",\"webhook\":\"` + webhook + `\",\"mutated\":true}"`
+	}
+	log := strings.Join([]string{
+		annotated(auditLine("01.000000", "create", "/api/v1/namespaces/a/pods", "pods", "", "a", "pi-driver", ""),
+			call(0, "drivers.driverset.dev")+`,"pod-security.kubernetes.io/enforce-policy":"privileged:latest"`),
+		auditLine("02.000000", "create", "/api/v1/namespaces/a/pods", "pods", "", "a", "pi-3b1c2a190f0d8e21-exec-1", "pi-driver-0"),
+		annotated(auditLine("03.000000", "create", "/api/v1/namespaces/a/pods", "pods", "", "a", "pi-3b1c2a190f0d8e21-exec-2", "pi-driver-0"),
+			call(2, "executors.driverset.dev")+","+call(1, "sidecar.example.com")),
+		annotated(auditLine("04.000000", "create", "/api/v1/namespaces/a/pods", "pods", "", "a", "pi-3b1c2a190f0d8e21-exec-3", "pi-driver-0"),
+			`"failed-open.mutation.webhook.admission.k8s.io/round_0_index_2":"executors.driverset.dev"`),
+		annotated(auditLine("05.000000", "patch", "/api/v1/namespaces/a/pods/pi-driver/status", "pods", "status", "a", "pi-driver", ""),
+			call(0, "drivers.driverset.dev")),
+		annotated(auditLine("06.000000", "create", "/api/v1/namespaces/b/pods", "pods", "", "b", "other", ""), call(0, "drivers.driverset.dev")),
+	}, "\n")
+	got, err := PodCreates(strings.NewReader(log), InNamespace("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"pi-driver":                  {"drivers.driverset.dev"},
+		"pi-3b1c2a190f0d8e21-exec-1": {},
+		"pi-3b1c2a190f0d8e21-exec-2": {"executors.driverset.dev", "sidecar.example.com"},
+		"pi-3b1c2a190f0d8e21-exec-3": {"executors.driverset.dev"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PodCreates = %v, want %v", got, want)
+	}
+}
