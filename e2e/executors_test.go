@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
@@ -88,14 +87,7 @@ func TestExecutorMadeWhileDriversetIsDownHoldsTheNextIncarnation(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := made[0]
-	hold := []byte(`{"metadata":{"finalizers":["e2e.driverset.dev/hold"]}}`)
-	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, late.Name, types.MergePatchType, hold, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		release := []byte(`{"metadata":{"finalizers":null}}`)
-		_, _ = kube().CoreV1().Pods(ns).Patch(context.Background(), late.Name, types.MergePatchType, release, metav1.PatchOptions{})
-	})
+	release := holdPod(t, ns, late.Name)
 	if got := getPod(t, ns, late.Name); got.Labels[contract.LabelDriver] != r.names.StatefulSet {
 		t.Errorf("executor %s, made while driverset was down: labels %v; want %s=%s from Spark itself",
 			late.Name, got.Labels, contract.LabelDriver, r.names.StatefulSet)
@@ -112,9 +104,6 @@ func TestExecutorMadeWhileDriversetIsDownHoldsTheNextIncarnation(t *testing.T) {
 	if p := getPod(t, ns, r.names.DriverPodName()); p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
 		t.Fatalf("the new incarnation is %s on %q while the executor made when driverset was down exists", p.Status.Phase, p.Spec.NodeName)
 	}
-	release := []byte(`{"metadata":{"finalizers":null}}`)
-	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, late.Name, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	runningDriver(t, ns, r.names, string(r.pod.UID))
 }

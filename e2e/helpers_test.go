@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -168,4 +169,25 @@ func startApp(t *testing.T, a sparksim.App, n int) runningApp {
 		t.Fatal(err)
 	}
 	return runningApp{sub: s, names: names, pod: pod, driver: drv, executors: execs}
+}
+
+// holdPod keeps pod ns/name from being removed by a finalizer of the test's own, as a slow kubelet
+// would, until the returned release is called; release runs again at cleanup, so a failed test
+// never leaves the pod (and its namespace) stuck.
+func holdPod(t *testing.T, ns, name string) (release func()) {
+	t.Helper()
+	hold := []byte(`{"metadata":{"finalizers":["e2e.driverset.dev/hold"]}}`)
+	if _, err := kube().CoreV1().Pods(ns).Patch(context.Background(), name, types.MergePatchType, hold, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release = func() {
+		t.Helper()
+		drop := []byte(`{"metadata":{"finalizers":null}}`)
+		_, err := kube().CoreV1().Pods(ns).Patch(context.Background(), name, types.MergePatchType, drop, metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("release pod %s: %v", name, err)
+		}
+	}
+	t.Cleanup(release)
+	return release
 }

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/driverset/driverset/contract"
@@ -378,10 +377,7 @@ func TestStaleExecutorGateOnEveryVersion(t *testing.T) {
 			a := app(ns, "count")
 			a.Version = v
 			r := startApp(t, a, 2)
-			hold := []byte(`{"metadata":{"finalizers":["e2e.driverset.dev/hold"]}}`)
-			if _, err := kube().CoreV1().Pods(ns).Patch(ctx, r.executors[0].Name, types.MergePatchType, hold, metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			release := holdPod(t, ns, r.executors[0].Name)
 			// The JVM is killed (no clean stop): its executors stay until the garbage collector acts.
 			exitDriver(t, r.pod, 137)
 			waitFor(t, 30*time.Second, "a new incarnation held by the stale-executor gate", func(ctx context.Context) (bool, error) {
@@ -392,10 +388,7 @@ func TestStaleExecutorGateOnEveryVersion(t *testing.T) {
 			if p := getPod(t, ns, r.names.DriverPodName()); p.Spec.NodeName != "" {
 				t.Fatalf("the new incarnation was scheduled on %s while an executor of the old one exists", p.Spec.NodeName)
 			}
-			release := []byte(`{"metadata":{"finalizers":null}}`)
-			if _, err := kube().CoreV1().Pods(ns).Patch(ctx, r.executors[0].Name, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			release()
 			d1 := runningDriver(t, ns, r.names, string(r.pod.UID))
 			drv, err := sparksim.StartDriver(ctx, kube(), ns, d1.Name)
 			if err != nil {
