@@ -170,17 +170,12 @@ func expectEvents(t *testing.T, p *corev1.Pod, reasons ...string) {
 // A new incarnation is held by a scheduling gate while an executor of an earlier one exists (a
 // finalizer keeps one here), and starts as soon as it is gone.
 func TestNewIncarnationWaitsForStaleExecutors(t *testing.T) {
-	ctx := context.Background()
 	ns := namespace(t, nil)
 	a := app(ns, "stale")
 	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
 	r := startApp(t, a, 1)
 	s, names, d0, execs := r.sub, r.names, r.pod, r.executors
-	const hold = "e2e.driverset.dev/hold"
-	patch := []byte(`{"metadata":{"finalizers":["` + hold + `"]}}`)
-	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, execs[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	release := holdPod(t, ns, execs[0].Name)
 
 	exitDriver(t, d0, 1)
 	var d1 *corev1.Pod
@@ -200,10 +195,7 @@ func TestNewIncarnationWaitsForStaleExecutors(t *testing.T) {
 		t.Errorf("placeholder message %q does not say what the driver waits for", msg)
 	}
 
-	release := []byte(`{"metadata":{"finalizers":null}}`)
-	if _, err := kube().CoreV1().Pods(ns).Patch(ctx, execs[0].Name, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	d2 := runningDriver(t, ns, names, string(d0.UID))
 	if d2.UID != d1.UID {
 		t.Errorf("the held incarnation %s was replaced by %s instead of released", d1.UID, d2.UID)

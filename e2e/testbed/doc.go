@@ -14,6 +14,11 @@
 //		t.Run("x", func(t *testing.T) { t.Parallel(); ... c.AddNode(ctx, "x-a") ... })
 //	}
 //
+// The controller-manager and the scheduler run under a supervisor (supervise.go), as under a
+// kubelet: either one that exits by itself (the scheduler does on purpose when its cache is
+// corrupted) is restarted a second later, unless it crash-loops. etcd and the apiserver are not:
+// their exit fails the next wait, with the end of their log.
+//
 // With Start in a TestMain instead, call StopOnSignal so Ctrl-C still stops it cleanly.
 // Either way every component runs in its own process group with Pdeathsig=SIGKILL, so even a
 // SIGKILLed or timed-out test process leaves no component behind (only its temp Dir).

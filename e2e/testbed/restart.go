@@ -29,6 +29,8 @@ func (c *Cluster) restart(ctx context.Context, name string, end func(*process), 
 	if _, _, _, err := c.component(name); err != nil {
 		return 0, err
 	}
+	c.lifecycle.Lock()
+	defer c.lifecycle.Unlock()
 	c.mu.Lock()
 	p := c.procs[name]
 	// Out of the books while it is down: checkAlive must not take the stop for a failure.

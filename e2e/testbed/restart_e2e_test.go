@@ -3,6 +3,8 @@
 package testbed
 
 import (
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,5 +60,71 @@ func TestRestartComponent(t *testing.T) {
 		if err := c.checkAlive(); err != nil {
 			t.Fatalf("after restart %d: %v", i, err)
 		}
+	}
+}
+
+// A scheduler that exits by itself (it calls klog.FlushAndExit when its cache disagrees with
+// an informer, as after an apiserver restart in CI) is restarted as its kubelet would restart
+// it, and pods are scheduled again; one that keeps exiting is reported, not restarted forever.
+func TestExitedSchedulerIsRestarted(t *testing.T) {
+	c := StartT(t, Options{Nodes: 1})
+	ctx := t.Context()
+	ns := newNamespace(t, c, "supervise")
+	exit := func() int {
+		t.Helper()
+		pid := c.PIDs()[ComponentScheduler]
+		if pid == 0 {
+			t.Fatalf("no kube-scheduler running: %v", c.PIDs())
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	before := exit()
+	app := "after-exit"
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(ctx, newStatefulSet(app, c.Nodes()), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForPod(t, c, ns, app, time.Minute, "the pod of a StatefulSet made after the scheduler exited", podRunning)
+	if after := c.PIDs()[ComponentScheduler]; after == 0 || after == before {
+		t.Errorf("kube-scheduler: pid %d before its exit, %d after; want a new process", before, after)
+	}
+	if got := c.Restarts()[ComponentScheduler]; got != 1 {
+		t.Errorf("Restarts()[kube-scheduler] = %d, want 1", got)
+	}
+	if err := c.checkAlive(); err != nil {
+		t.Fatalf("after one exit: %v", err)
+	}
+
+	// Two more exits within crashLoopWindow: a crash loop, which the next wait reports. Each kill
+	// waits for the process that replaced the last one killed.
+	last := before
+	for range crashLoopExits - 1 {
+		deadline := time.Now().Add(30 * time.Second)
+		for pid := c.PIDs()[ComponentScheduler]; pid == 0 || pid == last; pid = c.PIDs()[ComponentScheduler] {
+			if time.Now().After(deadline) {
+				t.Fatal("kube-scheduler was not restarted within 30s")
+			}
+			time.Sleep(pollInterval)
+		}
+		last = exit()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.checkAlive()
+		if err != nil {
+			if !strings.Contains(err.Error(), ComponentScheduler+" exited") {
+				t.Errorf("checkAlive = %v; want the crash-looping kube-scheduler named", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a kube-scheduler that exited %d times is not reported: %v", crashLoopExits, c.PIDs())
+		}
+		time.Sleep(pollInterval)
+	}
+	if got := c.Restarts()[ComponentScheduler]; got != crashLoopExits-1 {
+		t.Errorf("Restarts()[kube-scheduler] = %d, want %d", got, crashLoopExits-1)
 	}
 }

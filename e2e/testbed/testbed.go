@@ -129,9 +129,14 @@ type Cluster struct {
 	// webhookClient is what the apiserver presents to admission webhooks.
 	webhookClient *webhookClient
 
-	mu        sync.Mutex
-	procs     map[string]*process // control plane, by component name
-	logged    map[string]bool     // every component that ever ran, deleted nodes' kwoks included
+	mu    sync.Mutex
+	procs map[string]*process // control plane, by component name
+	// lifecycle serializes the restarts a test asks for (restart) with the supervisor's
+	// (supervise), so a component never runs twice.
+	lifecycle sync.Mutex
+	exits     map[string][]time.Time // unasked exits, by component (supervise)
+	restarts  map[string]int         // restarts after them, by component
+	logged    map[string]bool        // every component that ever ran, deleted nodes' kwoks included
 	nodes     map[string]*kwokNode
 	nextIndex int // the next node's index: its /24 and node IP
 	net       hostNet
@@ -177,6 +182,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		BinDir:    o.BinDir,
 		opts:      o,
 		procs:     map[string]*process{},
+		exits:     map[string][]time.Time{},
+		restarts:  map[string]int{},
 		logged:    map[string]bool{},
 		nodes:     map[string]*kwokNode{},
 		nextIndex: 1,
@@ -324,16 +331,26 @@ func (c *Cluster) start(ctx context.Context) error {
 	return nil
 }
 
-// startComponent runs one control-plane binary with its log in Dir/logs.
+// startComponent runs one control-plane binary with its log in Dir/logs, under a supervisor
+// when it is one a real cluster restarts (restartsOnExit).
 func (c *Cluster) startComponent(name, bin string, args []string) error {
 	p, err := c.spawn.startProcess(name, filepath.Join(c.BinDir, bin), args, c.logPath(name), nil)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
+	if c.stopped {
+		// Stop ran meanwhile (a supervisor's restart): it did not see p, so p goes here.
+		c.mu.Unlock()
+		p.stop()
+		return fmt.Errorf("testbed: stopped")
+	}
 	c.procs[name] = p
 	c.logged[name] = true
 	c.mu.Unlock()
+	if restartsOnExit(name) {
+		go c.supervise(name, p)
+	}
 	return nil
 }
 
