@@ -1,13 +1,14 @@
 package testbed
 
 import (
+	"context"
 	"time"
 )
 
 // The controller-manager and the scheduler exit on purpose when they can no longer trust their
 // state: the scheduler calls klog.FlushAndExit when an informer shows a pod on another node than
-// its cache holds (pkg/scheduler/backend/cache, seen in CI after an apiserver restart), and both
-// exit when they lose a leader lease. A real cluster restarts them (the kubelet restarts a static
+// its cache holds (pkg/scheduler/backend/cache, seen in CI after an apiserver restart), and with
+// leader election (off in the test bed) both exit when they lose the lease. A real cluster restarts them (the kubelet restarts a static
 // pod, systemd a unit), so the test bed does too; without it, every pod after such an exit stays
 // Pending and each later test times out. etcd and the apiserver are not restarted: neither
 // exits by design, so their exit is reported (checkAlive) with the end of their log.
@@ -64,11 +65,8 @@ func (c *Cluster) supervise(name string, p *process) {
 	c.mu.Unlock()
 	c.logf("%s exited (%v) although nobody stopped it; restarting it in %s (restart %d), as its kubelet would", name, p.err, restartDelay, n)
 	time.Sleep(restartDelay)
-	bin, args, _, err := c.component(name)
-	if err == nil {
-		err = c.startComponent(name, bin, args)
-	}
-	if err != nil {
+	// serve, as restart does: one place says how a component is started.
+	if err := c.serve(context.Background(), name); err != nil {
 		c.logf("%s not restarted: %v", name, err)
 		c.mu.Lock()
 		if !c.stopped {
