@@ -5,7 +5,10 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"io"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +84,7 @@ func TestGracefulNodeShutdownIsANodeLossNotAFailure(t *testing.T) {
 	waitLog(t, ns, first.Name, "simspark: driver started", 1, time.Minute)
 
 	seen := watchIncarnation(t, first)
+	seen.followLog(t, first)
 	if err := logind.PrepareForShutdown(true); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +155,8 @@ func TestNodePressureEvictionIsANodeLossNotAFailure(t *testing.T) {
 		}
 		return false, nil
 	})
+	// Followed from the restarted kubelet, which serves the log until the driver's end.
+	seen.followLog(t, first)
 	stopped := seen.terminal(t, 2*time.Minute)
 	t.Logf("S-0 %s %s after the threshold: %s", first.UID, time.Since(pressured).Round(time.Millisecond), describeStop(stopped))
 	wantStoppedByKubelet(t, seen, stopped, "Evicted", "memory")
@@ -234,12 +240,15 @@ func restoreKubelet(t *testing.T, node string) {
 	})
 }
 
-// incarnation records every version of one incarnation of S-0 the apiserver shows: the kubelet
-// marks it Failed, and the StatefulSet controller deletes it soon after.
+// incarnation records every version of one incarnation of S-0 the apiserver shows (the kubelet
+// marks it Failed, and the StatefulSet controller deletes it soon after) and, once followed, its
+// driver container's log.
 type incarnation struct {
 	uid      string
 	mu       sync.Mutex
 	versions []*corev1.Pod
+	log      strings.Builder
+	logEnded chan struct{} // closed when the followed log stream ends; nil when not followed
 }
 
 func watchIncarnation(t *testing.T, pod *corev1.Pod) *incarnation {
@@ -268,6 +277,64 @@ func watchIncarnation(t *testing.T, pod *corev1.Pod) *incarnation {
 	return in
 }
 
+// followLog follows the driver container's log of pod through the apiserver and the kubelet,
+// from its start until the stream ends (the container's end, or its kubelet going away).
+func (in *incarnation) followLog(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// A kubelet just restarted answers "not found" until it has the container again.
+	var r io.ReadCloser
+	waitFor(t, 30*time.Second, "the log of "+pod.Name+" to follow", func(context.Context) (bool, error) {
+		var err error
+		r, err = kube().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+			Container: contract.DriverContainerName, Follow: true,
+		}).Stream(ctx)
+		return err == nil, nil
+	})
+	in.logEnded = make(chan struct{})
+	go func() {
+		defer close(in.logEnded)
+		defer r.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			in.mu.Lock()
+			in.log.Write(buf[:n])
+			in.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// wrapExitLine is how wrap's last log line states the driver's exit (wrap's outcome: "exited
+// with code N", or "killed by signal S (...); recorded as exit code N").
+var wrapExitLine = regexp.MustCompile(`^driverset wrap: .*(?:exited with code|recorded as exit code) (\d+)`)
+
+// loggedExit returns the exit code that wrap logged last in the followed log, once the stream
+// has ended.
+func (in *incarnation) loggedExit() (code int, ok bool) {
+	if in.logEnded == nil {
+		return 0, false
+	}
+	select {
+	case <-in.logEnded:
+	default:
+		return 0, false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, line := range strings.Split(in.log.String(), "\n") {
+		if m := wrapExitLine.FindStringSubmatch(line); m != nil {
+			code, _ = strconv.Atoi(m[1])
+			ok = true
+		}
+	}
+	return code, ok
+}
+
 // seen returns the versions recorded so far.
 func (in *incarnation) seen() []*corev1.Pod {
 	in.mu.Lock()
@@ -292,9 +359,13 @@ func (in *incarnation) terminal(t *testing.T, timeout time.Duration) *corev1.Pod
 }
 
 // driverExited waits until a version of the incarnation shows the driver's exit as wrap recorded
-// it (its termination message), and returns its code. The first terminal version need not show
-// it: the kubelet may write the phase before the container's end, with the container still
-// running or unknown to it (137, ContainerStatusUnknown).
+// it (its termination message), or the followed log has ended with wrap's line on it, and returns
+// its code. The first terminal version need not show it: the kubelet may write the phase before
+// the container's end, with the container still running or unknown to it. Nor need any later
+// one: when the StatefulSet controller deletes the Failed pod first, the kubelet may find the
+// container gone and write only "could not be located when the pod was deleted" (137,
+// ContainerStatusUnknown), and the pod is gone before anything else; the log then still says
+// how the driver ended.
 func (in *incarnation) driverExited(t *testing.T, timeout time.Duration) int {
 	t.Helper()
 	var code int
@@ -309,7 +380,12 @@ func (in *incarnation) driverExited(t *testing.T, timeout time.Duration) int {
 				}
 			}
 		}
-		return false, nil
+		c, ok := in.loggedExit()
+		if ok {
+			t.Logf("no version of incarnation %s shows the driver's exit; its log does", in.uid)
+			code = c
+		}
+		return ok, nil
 	})
 	return code
 }
