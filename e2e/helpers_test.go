@@ -52,11 +52,12 @@ func namespace(t *testing.T, labels map[string]string) string {
 	return name
 }
 
-// waitFor polls cond every 200 ms until it holds, failing the test after timeout.
+// waitFor polls cond every 200 ms until it holds, failing the test after timeout, or at once
+// when a test-bed component is down for good (testbed's CheckAlive).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond)
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, bed.cluster.Alive(cond))
 	if err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
 	}

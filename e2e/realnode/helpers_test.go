@@ -100,11 +100,12 @@ func report(t *testing.T, ns string) {
 	}
 }
 
-// waitFor polls cond every 500 ms until it holds, failing the test after timeout.
+// waitFor polls cond every 500 ms until it holds, failing the test after timeout, or at once
+// when a test-bed component is down for good (testbed's CheckAlive).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	start := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, cond); err != nil {
+	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, bed.cluster.Alive(cond)); err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
 	}
 	t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))

@@ -33,7 +33,7 @@ func (c *Cluster) restart(ctx context.Context, name string, end func(*process), 
 	defer c.lifecycle.Unlock()
 	c.mu.Lock()
 	p := c.procs[name]
-	// Out of the books while it is down: checkAlive must not take the stop for a failure.
+	// Out of the books while it is down: CheckAlive must not take the stop for a failure.
 	delete(c.procs, name)
 	stopped := c.stopped
 	c.mu.Unlock()

@@ -57,7 +57,7 @@ func TestRestartComponent(t *testing.T) {
 			return err == nil
 		})
 		waitForPod(t, c, ns, app, time.Minute, "the pod of a StatefulSet made after the restart", podRunning)
-		if err := c.checkAlive(); err != nil {
+		if err := c.CheckAlive(); err != nil {
 			t.Fatalf("after restart %d: %v", i, err)
 		}
 	}
@@ -82,6 +82,19 @@ func TestExitedSchedulerIsRestarted(t *testing.T) {
 		return pid
 	}
 	before := exit()
+	// Down until the supervisor has started it again, not down for good: the tests' waits call
+	// CheckAlive on every poll, and must not fail in that second.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if err := c.CheckAlive(); err != nil {
+			t.Fatalf("CheckAlive while the supervisor restarts the scheduler: %v", err)
+		}
+		if pid := c.PIDs()[ComponentScheduler]; pid != 0 && pid != before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kube-scheduler was not restarted within 30s")
+		}
+	}
 	app := "after-exit"
 	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(ctx, newStatefulSet(app, c.Nodes()), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -93,7 +106,7 @@ func TestExitedSchedulerIsRestarted(t *testing.T) {
 	if got := c.Restarts()[ComponentScheduler]; got != 1 {
 		t.Errorf("Restarts()[kube-scheduler] = %d, want 1", got)
 	}
-	if err := c.checkAlive(); err != nil {
+	if err := c.CheckAlive(); err != nil {
 		t.Fatalf("after one exit: %v", err)
 	}
 
@@ -112,10 +125,10 @@ func TestExitedSchedulerIsRestarted(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := c.checkAlive()
+		err := c.CheckAlive()
 		if err != nil {
 			if !strings.Contains(err.Error(), ComponentScheduler+" exited") {
-				t.Errorf("checkAlive = %v; want the crash-looping kube-scheduler named", err)
+				t.Errorf("CheckAlive = %v; want the crash-looping kube-scheduler named", err)
 			}
 			break
 		}

@@ -11,13 +11,20 @@ import (
 // leader election (off in the test bed) both exit when they lose the lease. A real cluster restarts them (the kubelet restarts a static
 // pod, systemd a unit), so the test bed does too; without it, every pod after such an exit stays
 // Pending and each later test times out. etcd and the apiserver are not restarted: neither
-// exits by design, so their exit is reported (checkAlive) with the end of their log.
+// exits by design, so their exit is reported (CheckAlive) with the end of their log.
 func restartsOnExit(name string) bool {
 	return name == ComponentControllerManager || name == ComponentScheduler
 }
 
+// downForGood says whether component name, found exited, will not run again by itself: a
+// component the supervisor does not restart, or one it gave up on (givenUp). One it restarts is
+// down only until it has: supervise takes it out of the books a moment after its exit.
+func downForGood(name string, givenUp bool) bool {
+	return !restartsOnExit(name) || givenUp
+}
+
 // Crash-loop bounds: a component that exited unasked crashLoopExits times within crashLoopWindow
-// is broken (a bad flag, a taken port), not unlucky; it stays down and checkAlive reports it.
+// is broken (a bad flag, a taken port), not unlucky; it stays down and CheckAlive reports it.
 const (
 	crashLoopExits  = 3
 	crashLoopWindow = 2 * time.Minute
@@ -53,6 +60,7 @@ func (c *Cluster) supervise(name string, p *process) {
 	}
 	c.exits[name] = append(c.exits[name], now)
 	if crashLooping(c.exits[name], now) {
+		c.givenUp[name] = true
 		c.mu.Unlock()
 		// Left in c.procs, exited: the next wait fails with the end of its log.
 		c.logf("%s exited (%v) %d times within %s; crash-looping, not restarted", name, p.err, crashLoopExits, crashLoopWindow)
@@ -71,6 +79,7 @@ func (c *Cluster) supervise(name string, p *process) {
 		c.mu.Lock()
 		if !c.stopped {
 			c.procs[name] = p // exited: the next wait fails with the end of its log
+			c.givenUp[name] = true
 		}
 		c.mu.Unlock()
 	}

@@ -26,3 +26,24 @@ func TestCrashLooping(t *testing.T) {
 		})
 	}
 }
+
+// An exited component fails the tests' waits (CheckAlive) only when nothing will start it again.
+func TestDownForGood(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		givenUp bool
+		want    bool
+	}{
+		{name: ComponentEtcd, want: true},
+		{name: ComponentAPIServer, want: true},
+		{name: ComponentCoreDNS, want: true},
+		{name: ComponentScheduler, want: false},
+		{name: ComponentControllerManager, want: false},
+		{name: ComponentScheduler, givenUp: true, want: true},
+		{name: ComponentControllerManager, givenUp: true, want: true},
+	} {
+		if got := downForGood(tc.name, tc.givenUp); got != tc.want {
+			t.Errorf("downForGood(%s, given up %v) = %v, want %v", tc.name, tc.givenUp, got, tc.want)
+		}
+	}
+}

@@ -136,6 +136,7 @@ type Cluster struct {
 	lifecycle sync.Mutex
 	exits     map[string][]time.Time // unasked exits, by component (supervise)
 	restarts  map[string]int         // restarts after them, by component
+	givenUp   map[string]bool        // components the supervisor left down (crash loop, failed start)
 	logged    map[string]bool        // every component that ever ran, deleted nodes' kwoks included
 	nodes     map[string]*kwokNode
 	nextIndex int // the next node's index: its /24 and node IP
@@ -184,6 +185,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		procs:     map[string]*process{},
 		exits:     map[string][]time.Time{},
 		restarts:  map[string]int{},
+		givenUp:   map[string]bool{},
 		logged:    map[string]bool{},
 		nodes:     map[string]*kwokNode{},
 		nextIndex: 1,
@@ -346,6 +348,7 @@ func (c *Cluster) startComponent(name, bin string, args []string) error {
 		return fmt.Errorf("testbed: stopped")
 	}
 	c.procs[name] = p
+	delete(c.givenUp, name)
 	c.logged[name] = true
 	c.mu.Unlock()
 	if restartsOnExit(name) {

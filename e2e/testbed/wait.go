@@ -21,7 +21,7 @@ const pollInterval = 200 * time.Millisecond
 func (c *Cluster) waitFor(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, startPhaseTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := c.checkAlive(); err != nil {
+		if err := c.CheckAlive(); err != nil {
 			return false, err
 		}
 		ok, err := cond(ctx)
@@ -39,15 +39,18 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func(context.Co
 	return nil
 }
 
-// checkAlive reports a control-plane component that exited although nobody stopped it.
-func (c *Cluster) checkAlive() error {
+// CheckAlive reports a control-plane component that exited although nobody stopped it and that
+// will not run again, with the end of its log: etcd, the apiserver, CoreDNS, or a controller-manager
+// or scheduler the supervisor gave up on. A test's waits call it on each poll, so that such an
+// exit fails the test at once, named, rather than as a timeout of whatever waited on it.
+func (c *Cluster) CheckAlive() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		return fmt.Errorf("test bed stopped")
 	}
 	for name, p := range c.procs {
-		if p.exited() {
+		if p.exited() && downForGood(name, c.givenUp[name]) {
 			return fmt.Errorf("%s exited (%v); end of %s:\n%s", name, p.err, c.logPath(name), tail(c.logPath(name), 2000))
 		}
 	}
@@ -97,4 +100,15 @@ func (c *Cluster) WaitForDefaultServiceAccount(ctx context.Context, ns string) e
 	return c.waitFor(ctx, "ServiceAccount "+ns+"/default", func(ctx context.Context) (bool, error) {
 		return c.serviceAccountExists(ctx, ns)
 	})
+}
+
+// Alive is cond, failing as soon as c has a component down for good (CheckAlive): a wait on
+// anything in the cluster then ends with that component's log, not with its own timeout.
+func (c *Cluster) Alive(cond func(context.Context) (bool, error)) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if err := c.CheckAlive(); err != nil {
+			return false, err
+		}
+		return cond(ctx)
+	}
 }
