@@ -52,3 +52,37 @@ func ParseTerminationMessage(msg string) (code int, ok bool) {
 	}
 	return code, true
 }
+
+// logPrefix starts every line wrap writes to the container's stderr (Options.logf).
+const logPrefix = "driverset wrap: "
+
+// LoggedExit returns the driver's exit code as wrap last logged it in log, a driver container's
+// log (wrap's lines among the driver's own output). When the driver ends, wrap logs the detail
+// of its termination message, which names the code ("exited with code N", "recorded as exit
+// code N", "(exit code N)"). The log is what says how the driver ended when the pod no longer
+// does: for a pod deleted right after its kubelet stopped it, the kubelet may write only
+// ContainerStatusUnknown. ok is false when no such line is in log.
+func LoggedExit(log string) (code int, ok bool) {
+	for _, line := range strings.Split(log, "\n") {
+		detail, found := strings.CutPrefix(line, logPrefix)
+		if !found {
+			continue
+		}
+		for _, marker := range []string{"exited with code ", "exit code "} {
+			i := strings.LastIndex(detail, marker)
+			if i < 0 {
+				continue
+			}
+			digits := detail[i+len(marker):]
+			n := 0
+			for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+				n++
+			}
+			if c, err := strconv.Atoi(digits[:n]); err == nil && c <= 255 {
+				code, ok = c, true
+				break
+			}
+		}
+	}
+	return code, ok
+}

@@ -277,5 +277,5 @@ func (o Options) leftoverGrace() time.Duration {
 }
 
 func (o Options) logf(format string, args ...any) {
-	fmt.Fprintf(o.Stderr, "driverset wrap: "+format+"\n", args...)
+	fmt.Fprintf(o.Stderr, logPrefix+format+"\n", args...)
 }

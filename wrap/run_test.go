@@ -369,3 +369,32 @@ func TestRunIdlingReapsOrphans(t *testing.T) {
 		t.Errorf("idling Run returned %d, want 0", r.code)
 	}
 }
+
+// What wrap logs when the driver ends names the code it records: the log says how the driver
+// ended when the pod's termination message is gone (LoggedExit), for every kind of end.
+func TestLoggedExitIsTheRecordedExit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command func(p pod) []string
+	}{
+		{"exit 0", func(p pod) []string { return child(t, "exit", "0", p.side) }},
+		{"exit 42", func(p pod) []string { return child(t, "exit", "42", p.side) }},
+		{"killed by SIGTERM", func(p pod) []string { return child(t, "selfkill", "SIGTERM", p.side) }},
+		{"killed by SIGKILL", func(p pod) []string { return child(t, "selfkill", "SIGKILL", p.side) }},
+		{"cannot start", func(pod) []string { return []string{"driverset-no-such-command"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPod(t)
+			_, stderr := p.run(t, tc.command(p))
+			rec, msg := p.recorded(t)
+			// The driver's own output is in the same log: a line of its naming a code is not wrap's.
+			logged, ok := LoggedExit("exit code 7\n" + stderr + "the driver said: exited with code 9\n")
+			if !ok || logged != rec {
+				t.Errorf("LoggedExit = %d, %v; want %d, the code recorded (%q); stderr:\n%s", logged, ok, rec, msg, stderr)
+			}
+		})
+	}
+	if code, ok := LoggedExit("exit code 7\nsome output\n"); ok {
+		t.Errorf("LoggedExit of a log without wrap's line = %d, true; want false", code)
+	}
+}

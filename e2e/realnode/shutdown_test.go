@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -309,12 +307,8 @@ func (in *incarnation) followLog(t *testing.T, pod *corev1.Pod) {
 	}()
 }
 
-// wrapExitLine is how wrap's last log line states the driver's exit (wrap's outcome: "exited
-// with code N", or "killed by signal S (...); recorded as exit code N").
-var wrapExitLine = regexp.MustCompile(`^driverset wrap: .*(?:exited with code|recorded as exit code) (\d+)`)
-
-// loggedExit returns the exit code that wrap logged last in the followed log, once the stream
-// has ended.
+// loggedExit returns the exit code that wrap logged in the followed log (wrap.LoggedExit), once
+// the stream has ended.
 func (in *incarnation) loggedExit() (code int, ok bool) {
 	if in.logEnded == nil {
 		return 0, false
@@ -326,13 +320,7 @@ func (in *incarnation) loggedExit() (code int, ok bool) {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for _, line := range strings.Split(in.log.String(), "\n") {
-		if m := wrapExitLine.FindStringSubmatch(line); m != nil {
-			code, _ = strconv.Atoi(m[1])
-			ok = true
-		}
-	}
-	return code, ok
+	return wrap.LoggedExit(in.log.String())
 }
 
 // seen returns the versions recorded so far.

@@ -20,16 +20,13 @@ const pollInterval = 200 * time.Millisecond
 // component dies (then the error carries the end of its log, which is nearly always the reason).
 func (c *Cluster) waitFor(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, startPhaseTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := c.CheckAlive(); err != nil {
-			return false, err
-		}
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, startPhaseTimeout, true, c.Alive(func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
 		if err != nil {
 			last = err // transient while components start; reported only on timeout
 		}
 		return ok, nil
-	})
+	}))
 	if err != nil {
 		if last != nil {
 			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, err, last)
