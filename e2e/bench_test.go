@@ -22,6 +22,8 @@ import (
 // Benchmark knobs (environment, so that `make bench` needs no flags):
 //   - DRIVERSET_BENCH_SAMPLES: samples per path and workload (default 3);
 //   - DRIVERSET_BENCH_DRIVERS: drivers on the one node of the many-drivers row (default 50);
+//   - DRIVERSET_BENCH_ROUNDS: rounds of the admission latency benchmark (default 20, 1,000
+//     creates of each kind; four times as many halve its intervals at about 7 minutes more);
 //   - DRIVERSET_BENCH_INJECT_DELAY: a test-only regression, e.g. 2s: the harness stops the
 //     driverset process for that long right after the proof of a node's loss (the deletion, the
 //     taint), as a driverset that reacts that much later would. It shows that the benchmark sees
@@ -29,6 +31,7 @@ import (
 const (
 	envBenchSamples = "DRIVERSET_BENCH_SAMPLES"
 	envBenchDrivers = "DRIVERSET_BENCH_DRIVERS"
+	envBenchRounds  = "DRIVERSET_BENCH_ROUNDS"
 	envBenchDelay   = "DRIVERSET_BENCH_INJECT_DELAY"
 )
 
@@ -295,8 +298,10 @@ func benchEnvInt(b *testing.B, name string, def int) int {
 	return n
 }
 
+// poll waits for cond as waitFor does: a test-bed component down for good ends it at once, named.
 func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true,
+		bed.cluster.Alive(func(context.Context) (bool, error) { return cond(), nil }))
 }
 
 // waitNodeCondition waits until node's Ready condition is (or, with is false, is not) status.

@@ -281,13 +281,19 @@ func (in *incarnation) followLog(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	// A kubelet just restarted answers "not found" until it has the container again.
+	// A kubelet just restarted answers "not found" until it has the container again. Each new
+	// answer is logged, so a wait that times out says what the kubelet kept answering.
 	var r io.ReadCloser
+	var said string
 	waitFor(t, 30*time.Second, "the log of "+pod.Name+" to follow", func(context.Context) (bool, error) {
 		var err error
 		r, err = kube().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
 			Container: contract.DriverContainerName, Follow: true,
 		}).Stream(ctx)
+		if err != nil && err.Error() != said {
+			said = err.Error()
+			t.Logf("following the log of %s: %v; trying again", pod.Name, err)
+		}
 		return err == nil, nil
 	})
 	in.logEnded = make(chan struct{})
