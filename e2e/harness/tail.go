@@ -13,6 +13,15 @@ type Phases [][]time.Duration
 // All is every latency of p, in phase order.
 func (p Phases) All() []time.Duration { return slices.Concat(p...) }
 
+// Len is how many latencies p holds.
+func (p Phases) Len() int {
+	n := 0
+	for _, phase := range p {
+		n += len(phase)
+	}
+	return n
+}
+
 // Quantile is the q-quantile of d by nearest rank; 0 for none.
 func Quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {

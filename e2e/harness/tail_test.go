@@ -80,6 +80,9 @@ func TestPhasesAll(t *testing.T) {
 	if len(got) != 4 || got[0] != 1 || got[3] != 4 {
 		t.Errorf("All() = %v, want [1 2 3 4]", got)
 	}
+	if p.Len() != 4 {
+		t.Errorf("Len() = %d, want 4", p.Len())
+	}
 }
 
 func TestTailPositions(t *testing.T) {
