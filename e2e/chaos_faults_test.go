@@ -57,6 +57,7 @@ func (r *chaosRun) startReplicas() {
 	second, err := harness.Start(ctx, harness.Options{
 		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Args: driversetArgs,
 		ServiceAccount: "driverset-system/driverset", Metrics: true, CA: bed.driverset.CA,
+		Alive: bed.cluster.CheckAlive,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func (r *chaosRun) startReplicas() {
 	}
 	pointWebhooksAt(t, rs.proxy.Port)
 	waitFor(t, 30*time.Second, "the apiserver calling the webhook through the proxy", func(ctx context.Context) (bool, error) {
-		return harness.WaitWebhookActive(ctx, bed.cluster.Config) == nil, nil
+		return harness.WaitWebhookActive(ctx, bed.cluster.Config, bed.cluster.CheckAlive) == nil, nil
 	})
 	for range chaosExtraNodes {
 		r.addNode(ctx)
@@ -123,6 +124,7 @@ func (r *chaosRun) restartReplica(ctx context.Context, i int, onlyDead bool) {
 		d, err := harness.Start(ctx, harness.Options{
 			Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: rs.dirs[i], Args: driversetArgs,
 			ServiceAccount: "driverset-system/driverset", Metrics: true, CA: prev.CA, Port: prev.Port,
+			Alive: bed.cluster.CheckAlive,
 		})
 		if err == nil {
 			rs.reps[i], rs.dead[i] = d, false

@@ -54,7 +54,7 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 	var err error
 	guarded, err = harness.Start(ctx, harness.Options{
 		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Port: port, CA: ca,
-		ServiceAccount: "driverset-system/driverset",
+		ServiceAccount: "driverset-system/driverset", Alive: bed.cluster.CheckAlive,
 		Args: append(slices.Clone(driversetArgs),
 			"--webhook-client-ca="+bed.cluster.WebhookClientCAFile(), "--webhook-client-names="+testbed.WebhookClientName),
 	})

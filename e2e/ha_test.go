@@ -38,6 +38,7 @@ func TestLeaderFailover(t *testing.T) {
 	second, err := harness.Start(ctx, harness.Options{
 		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Args: driversetArgs,
 		ServiceAccount: "driverset-system/driverset", Metrics: true, CA: bed.driverset.CA,
+		Alive: bed.cluster.CheckAlive,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	pointWebhooksAt(t, proxy.Port)
 	waitFor(t, 30*time.Second, fmt.Sprintf("the apiserver calling the webhook through the proxy (port %d)", proxy.Port), func(ctx context.Context) (bool, error) {
-		if err := harness.WaitWebhookActive(ctx, bed.cluster.Config); err != nil {
+		if err := harness.WaitWebhookActive(ctx, bed.cluster.Config, bed.cluster.CheckAlive); err != nil {
 			return false, err
 		}
 		return proxy.Served()[addr(leader.Port)] > 0, nil

@@ -95,7 +95,7 @@ func submitEdited(t *testing.T, a sparksim.App, edit func(*corev1.Pod)) *submiss
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &submission{Submission: harness.Submit(t, kube(), plan, edit), plan: plan}
+	return &submission{Submission: harness.Submit(t, kube(), bed.cluster.CheckAlive, plan, edit), plan: plan}
 }
 
 func getPod(t *testing.T, ns, name string) *corev1.Pod {

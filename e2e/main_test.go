@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 		}
 	}()
 	// The at-most-one invariant is watched through every scenario (see namespace()).
-	if bed.monitor, err = harness.StartMonitor(context.Background(), cluster.Client); err != nil {
+	if bed.monitor, err = harness.StartMonitor(context.Background(), cluster.Client, cluster.CheckAlive); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -104,7 +104,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := harness.InstallLocal(ctx, cluster.Config, filepath.Join(cluster.BinDir, "kubectl"), bed.driverset.Port, bed.driverset.CA.CertPEM); err != nil {
+	if err := harness.InstallLocal(ctx, cluster.Config, cluster.CheckAlive, filepath.Join(cluster.BinDir, "kubectl"), bed.driverset.Port, bed.driverset.CA.CertPEM); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: install:", err)
 		return 1
 	}
@@ -175,7 +175,7 @@ func startDriversetWithEnv(ctx context.Context, prev *harness.Driverset, env []s
 	// there fails the scenarios that need it.
 	o := harness.Options{Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: bed.dir, Args: driversetArgs,
 		ServiceAccount: "driverset-system/driverset", Metrics: true, Restart: true, Env: env,
-		Pprof: os.Getenv(profilesEnv) != ""}
+		Pprof: os.Getenv(profilesEnv) != "", Alive: bed.cluster.CheckAlive}
 	if prev != nil {
 		o.Port, o.CA = prev.Port, prev.CA
 	}

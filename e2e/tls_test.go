@@ -71,7 +71,7 @@ func TestSelfManagedTLSRotatesWithoutAFailedSubmission(t *testing.T) {
 	var err error
 	sm, err = harness.Start(ctx, harness.Options{
 		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Port: port,
-		ServiceAccount: "driverset-system/driverset", SelfManagedTLS: true,
+		ServiceAccount: "driverset-system/driverset", SelfManagedTLS: true, Alive: bed.cluster.CheckAlive,
 		Args: append(slices.Clone(driversetArgs), "--webhook-cert-extra-hosts=127.0.0.1", "--cert-check-interval=1s"),
 	})
 	if err != nil {
@@ -90,7 +90,7 @@ func TestSelfManagedTLSRotatesWithoutAFailedSubmission(t *testing.T) {
 		first = st.active
 		return true, nil
 	})
-	if err := harness.WaitWebhookActive(ctx, bed.cluster.Config); err != nil {
+	if err := harness.WaitWebhookActive(ctx, bed.cluster.Config, bed.cluster.CheckAlive); err != nil {
 		t.Fatal(err)
 	}
 
@@ -338,7 +338,7 @@ func restoreSharedDriverset(t *testing.T, restart bool, beforeLeader func()) {
 		bed.driverset = d
 	}
 	kubectl := filepath.Join(bed.cluster.BinDir, "kubectl")
-	if err := harness.InstallLocal(ctx, bed.cluster.Config, kubectl, bed.driverset.Port, bed.driverset.CA.CertPEM); err != nil {
+	if err := harness.InstallLocal(ctx, bed.cluster.Config, bed.cluster.CheckAlive, kubectl, bed.driverset.Port, bed.driverset.CA.CertPEM); err != nil {
 		t.Fatalf("restore the webhook configuration: %v", err)
 	}
 	once()

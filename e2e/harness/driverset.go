@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/driverset/driverset/certs"
@@ -71,6 +70,10 @@ type Options struct {
 	// Env is added to the process's environment (NAME=value), e.g. the Go runtime settings the
 	// Deployment gives driverset (DeploymentEnv).
 	Env []string
+	// Alive is the cluster's liveness check (the test bed's CheckAlive): driverset cannot become
+	// ready without the apiserver, so Start fails at once, naming the component, when one is down
+	// for good. nil: no check.
+	Alive Liveness
 }
 
 // Driverset is a running `driverset serve`.
@@ -175,7 +178,7 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	d.cmd = cmd
 	go d.supervise(o.Restart, logf)
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = o.Alive.poll(ctx, 100*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
 		select {
 		case <-d.done:
 			return false, fmt.Errorf("driverset exited early; log: %s", d.LogPath)

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -79,8 +78,9 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 }
 
 // InstallLocal renders the local overlay, points its webhooks at https://127.0.0.1:port with
-// caBundle, applies it, and waits until the apiserver calls the webhook.
-func InstallLocal(ctx context.Context, cfg *rest.Config, kubectl string, port int, caBundle []byte) error {
+// caBundle, applies it, and waits until the apiserver calls the webhook (see WaitWebhookActive
+// for alive).
+func InstallLocal(ctx context.Context, cfg *rest.Config, alive Liveness, kubectl string, port int, caBundle []byte) error {
 	objs, err := Render(ctx, kubectl, "overlays/local")
 	if err != nil {
 		return err
@@ -105,7 +105,7 @@ func InstallLocal(ctx context.Context, cfg *rest.Config, kubectl string, port in
 	if err := Apply(ctx, cfg, objs); err != nil {
 		return err
 	}
-	return WaitWebhookActive(ctx, cfg)
+	return WaitWebhookActive(ctx, cfg, alive)
 }
 
 // InstallLocalAccess applies what driverset needs before it starts, as install.yaml does before its
@@ -127,8 +127,10 @@ func InstallLocalAccess(ctx context.Context, cfg *rest.Config, kubectl string) e
 }
 
 // WaitWebhookActive waits until a dry-run create of an opted-in driver pod comes back converted:
-// only then does the apiserver call driverset for real pods.
-func WaitWebhookActive(ctx context.Context, cfg *rest.Config) error {
+// only then does the apiserver call driverset for real pods. It fails at once when alive (the
+// cluster's liveness check; nil: none) reports a component down for good, which no retry of
+// the create would outlast.
+func WaitWebhookActive(ctx context.Context, cfg *rest.Config, alive Liveness) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -147,7 +149,7 @@ func WaitWebhookActive(ctx context.Context, cfg *rest.Config) error {
 		},
 	}
 	var last error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = alive.poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 		got, err := cs.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			last = err

@@ -42,15 +42,20 @@ type Monitor struct {
 	ctx    context.Context
 	stop   context.CancelFunc
 
+	// alive is the cluster's liveness check (nil: none): with an apiserver down for good the
+	// watch can neither sync nor catch up, so StartMonitor and Check fail at once, naming it.
+	alive Liveness
+
 	mu       sync.Mutex
 	ledger   ledger
 	watchErr error // the last error of the informer's list or watch, if any
 }
 
-// StartMonitor starts watching; Stop ends it.
-func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error) {
+// StartMonitor starts watching, once the watch has synced; Stop ends it. ctx is how long it may
+// watch; alive is the cluster's liveness check (the test bed's CheckAlive; nil: none).
+func StartMonitor(ctx context.Context, c kubernetes.Interface, alive Liveness) (*Monitor, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &Monitor{client: c, ctx: ctx, stop: cancel, ledger: newLedger()}
+	m := &Monitor{client: c, alive: alive, ctx: ctx, stop: cancel, ledger: newLedger()}
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = driverSelector
 	}))
@@ -78,12 +83,20 @@ func StartMonitor(ctx context.Context, c kubernetes.Interface) (*Monitor, error)
 		return nil, err
 	}
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), m.inf.HasSynced) {
+	// Polled, not cache.WaitForCacheSync: that waits as long as ctx, the monitor's lifetime
+	// (often all of the run), and knows nothing of the cluster's liveness.
+	if err := alive.poll(ctx, 50*time.Millisecond, syncWithin, func(context.Context) (bool, error) {
+		return m.inf.HasSynced(), nil
+	}); err != nil {
 		cancel()
-		return nil, errors.New("the invariant monitor's informer did not sync")
+		return nil, fmt.Errorf("the invariant monitor's informer did not sync: %w", err)
 	}
 	return m, nil
 }
+
+// syncWithin is how long StartMonitor waits for the first list of driver pods: a moment on a
+// live apiserver.
+const syncWithin = time.Minute
 
 var driverSelector = contract.LabelSparkRole + "=" + contract.RoleDriver //nolint:gochecknoglobals // a constant built from constants
 
@@ -153,7 +166,7 @@ func (m *Monitor) Check(ctx context.Context, ns string) error {
 
 func (m *Monitor) check(ctx context.Context, ns string, within time.Duration) error {
 	var unseen []string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+	err := m.alive.poll(ctx, 50*time.Millisecond, within, func(ctx context.Context) (bool, error) {
 		if m.ctx.Err() != nil || m.inf.IsStopped() {
 			return false, errors.New("the invariant monitor's watch has stopped")
 		}
@@ -172,6 +185,9 @@ func (m *Monitor) check(ctx context.Context, ns string, within time.Duration) er
 	}
 	if m.ctx.Err() != nil || m.inf.IsStopped() {
 		return errors.New("the invariant monitor's watch has stopped: violations after that were not seen")
+	}
+	if !wait.Interrupted(err) {
+		return err // not a timeout: a component of the cluster is down for good (m.alive)
 	}
 	m.mu.Lock()
 	watchErr := m.watchErr

@@ -194,7 +194,7 @@ func TestMonitorFlagsTwoBoundDriversOfOneApp(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientset()
-			m, err := StartMonitor(context.Background(), c)
+			m, err := StartMonitor(context.Background(), c, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestMonitorCheckFailsOnADeadWatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientset()
 			after := tc.breakIt(c)
-			m, err := StartMonitor(ctx, c)
+			m, err := StartMonitor(ctx, c, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,7 +72,8 @@ func TestNamespacedInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds, err := harness.Start(ctx, harness.Options{Binary: bin, Kubeconfig: c.KubeconfigPath, Dir: dir,
-		ServiceAccount: systemNamespace + "/driverset", Args: []string{"--watch-namespaces=" + strings.Join(watchedNS, ",")}})
+		ServiceAccount: systemNamespace + "/driverset", Args: []string{"--watch-namespaces=" + strings.Join(watchedNS, ",")},
+		Alive: c.CheckAlive})
 	if err != nil {
 		logTail(t, dir)
 		t.Fatal(err)

@@ -156,7 +156,7 @@ func submit(t *testing.T, a sparksim.App, edit func(*corev1.Pod)) *submission {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &submission{Submission: harness.Submit(t, kube(), plan, edit), app: a, plan: plan, names: contract.NamesFor(plan.DriverPodName)}
+	return &submission{Submission: harness.Submit(t, kube(), bed.cluster.CheckAlive, plan, edit), app: a, plan: plan, names: contract.NamesFor(plan.DriverPodName)}
 }
 
 // end tells the running driver to exit with code (through the control ConfigMap); "" clears it.

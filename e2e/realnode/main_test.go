@@ -96,7 +96,7 @@ func run(m *testing.M) int {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "realnode: test bed with %d real nodes up in %s\n", realNodes, time.Since(start).Round(time.Millisecond))
-	if bed.monitor, err = harness.StartMonitor(context.Background(), cluster.Client); err != nil {
+	if bed.monitor, err = harness.StartMonitor(context.Background(), cluster.Client, cluster.CheckAlive); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -6,9 +6,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/harness"
@@ -26,7 +29,7 @@ import (
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	err := run(ctx)
+	err := run(ctx, os.Stdout)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
@@ -34,19 +37,40 @@ func main() {
 	}
 }
 
-type story struct{ start time.Time }
-
-func (s story) say(format string, args ...any) {
-	fmt.Printf("[%6.1fs] %s\n", time.Since(s.start).Seconds(), fmt.Sprintf(format, args...))
+// story tells what happens to out, each line stamped with the time since the start. spark-submit's
+// lines come from its own goroutine, so every line is written whole, under mu.
+type story struct {
+	start time.Time
+	mu    *sync.Mutex
+	out   io.Writer
 }
 
-func run(ctx context.Context) error {
-	s := story{start: time.Now()}
+func (s story) say(format string, args ...any) {
+	s.line(fmt.Sprintf("[%6.1fs] %s", time.Since(s.start).Seconds(), fmt.Sprintf(format, args...)))
+}
+
+func (s story) line(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintln(s.out, text)
+}
+
+// run tells the demo's story to out. Each thing it says happened was checked first: a claim
+// that does not hold ends the demo with an error rather than being printed.
+func run(ctx context.Context, out io.Writer) (err error) {
+	s := story{start: time.Now(), mu: new(sync.Mutex), out: out}
 	dir, err := os.MkdirTemp("", "driverset-demo-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		// A failed run keeps every log (the control plane's, driverset's) for whoever looks next.
+		if err != nil {
+			err = fmt.Errorf("%w\nthe logs are kept in %s", err, dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
 
 	s.say("Starting a local Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, 3 KWOK nodes")
 	cluster, err := testbed.Start(ctx, testbed.Options{Nodes: 3, Dir: filepath.Join(dir, "testbed")})
@@ -54,7 +78,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cluster.Stop() }()
-	c := cluster.Client
+	// spark-submit's client, which shows the warnings the apiserver passes on from driverset's
+	// webhook, as spark-submit logs them.
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.WarningHandler = warnings{s}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	s.say("  ready; nodes %s", strings.Join(cluster.Nodes(), ", "))
 
 	s.say("Installing driverset: `driverset serve` on 127.0.0.1 and manifests/overlays/local (webhook, RBAC)")
@@ -62,12 +93,18 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ds, err := harness.Start(ctx, harness.Options{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: dir})
+	kubectl := filepath.Join(cluster.BinDir, "kubectl")
+	// Its namespace and RBAC first, as install.yaml applies them before driverset's pods run: it
+	// keeps its placeholder sealing key in a Secret there and is not ready without it.
+	if err := harness.InstallLocalAccess(ctx, cluster.Config, kubectl); err != nil {
+		return err
+	}
+	ds, err := harness.Start(ctx, harness.Options{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: dir, Alive: cluster.CheckAlive})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = ds.Stop() }()
-	if err := harness.InstallLocal(ctx, cluster.Config, filepath.Join(cluster.BinDir, "kubectl"), ds.Port, ds.CA.CertPEM); err != nil {
+	if err := harness.InstallLocal(ctx, cluster.Config, cluster.CheckAlive, kubectl, ds.Port, ds.CA.CertPEM); err != nil {
 		return err
 	}
 	s.say("  the webhook answers")
@@ -87,11 +124,11 @@ func run(ctx context.Context) error {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: prefixed{prefix: "  spark-submit: ", last: new(string)}})
+		res, err := sparksim.SubmitPlan(ctx, c, plan, sparksim.SubmitOptions{WaitAppCompletion: true, Log: prefixed{s: s, prefix: "  spark-submit: ", last: new(string)}})
 		done <- outcome{res, err}
 	}()
 	names := contract.NamesFor(plan.DriverPodName)
-	d0, err := waitPod(ctx, c, names.DriverPodName(), "", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	d0, err := waitPod(ctx, cluster, c, names.DriverPodName(), "", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if err != nil {
 		return err
 	}
@@ -117,23 +154,29 @@ func run(ctx context.Context) error {
 	if err := cluster.KillNode(ctx, dead); err != nil {
 		return err
 	}
-	if _, err := waitPod(ctx, c, names.DriverPodName(), "", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }); err != nil {
+	if _, err := waitPod(ctx, cluster, c, names.DriverPodName(), "", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }); err != nil {
 		return err
 	}
 	s.say("  %s is evicted but stays Terminating: the old driver may still be running on %s, so no second one starts", d0.Name, dead)
 	time.Sleep(5 * time.Second)
-	if p, err := c.CoreV1().Pods("default").Get(ctx, names.DriverPodName(), metav1.GetOptions{}); err == nil && p.UID == d0.UID {
-		s.say("  5 s later: still one driver pod, %s (uid %s), Terminating", p.Name, short(p.UID))
+	still, err := c.CoreV1().Pods("default").Get(ctx, names.DriverPodName(), metav1.GetOptions{})
+	if err != nil || still.UID != d0.UID {
+		// Nobody has said the node is gone: replacing the driver now could run two at once.
+		return fmt.Errorf("5 s after %s was evicted from a node nobody declared gone, %s is no longer that pod (err %v)", d0.Name, names.DriverPodName(), err)
 	}
+	s.say("  5 s later: still one driver pod, %s (uid %s), Terminating", still.Name, short(still.UID))
 
 	s.say("The admin confirms the node is gone: kubectl taint node %s node.kubernetes.io/out-of-service=nodeshutdown:NoExecute", dead)
 	tainted := time.Now()
 	if err := cluster.TaintOutOfService(ctx, dead); err != nil {
 		return err
 	}
-	d1, err := waitPod(ctx, c, names.DriverPodName(), d0.UID, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	d1, err := waitPod(ctx, cluster, c, names.DriverPodName(), d0.UID, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if err != nil {
 		return err
+	}
+	if d1.Spec.NodeName == dead {
+		return fmt.Errorf("the new %s runs on %s, the node that died", d1.Name, dead)
 	}
 	s.say("  a new %s (uid %s) runs on %s, %.1f s after the taint, %.1f s after the node died", d1.Name, short(d1.UID), d1.Spec.NodeName,
 		time.Since(tainted).Seconds(), time.Since(lost).Seconds())
@@ -141,7 +184,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.say("  the driver starts again there with the same app id %s, at the same address %s", drv2.AppID(), drv2.Conf()["spark.driver.host"])
+	host := "spark.driver.host"
+	if drv2.AppID() != drv.AppID() || drv2.Conf()[host] != drv.Conf()[host] {
+		return fmt.Errorf("the new driver has app id %s at %s; the first had %s at %s", drv2.AppID(), drv2.Conf()[host], drv.AppID(), drv.Conf()[host])
+	}
+	s.say("  the driver starts again there with the same app id %s, at the same address %s", drv2.AppID(), drv2.Conf()[host])
 
 	s.say("The driver finishes with exit code 0")
 	if err := cluster.TerminateContainer(ctx, "default", d1.Name, contract.DriverContainerName, 0, wrap.TerminationMessage(0, "")); err != nil {
@@ -163,17 +210,18 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-// waitPod waits until the pod called name, with a UID other than not, satisfies ok.
-func waitPod(ctx context.Context, c kubernetes.Interface, name string, not types.UID, ok func(*corev1.Pod) bool) (*corev1.Pod, error) {
+// waitPod waits until the pod called name, with a UID other than not, satisfies ok, and fails at
+// once, naming it, when a component of the cluster is down for good.
+func waitPod(ctx context.Context, cluster *testbed.Cluster, c kubernetes.Interface, name string, not types.UID, ok func(*corev1.Pod) bool) (*corev1.Pod, error) {
 	var got *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, cluster.Alive(func(ctx context.Context) (bool, error) {
 		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || p.UID == not {
 			return false, nil
 		}
 		got = p
 		return ok(p), nil
-	})
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("waiting for pod %s: %w", name, err)
 	}
@@ -190,19 +238,31 @@ func gateNames(p *corev1.Pod) []string {
 
 func short[T ~string](uid T) string { return string(uid)[:8] }
 
+// prefixed is spark-submit's log, as the demo tells it.
 type prefixed struct {
+	s      story
 	prefix string
 	last   *string
 }
 
-// Write keeps, of spark-submit's log, the lines a user watches for: the phase and the end.
+// Write keeps, of spark-submit's log, the lines a user watches for: each new phase and the end
+// (not the status line it repeats every second while it waits).
 func (w prefixed) Write(b []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		line = strings.TrimSpace(line)
-		if (strings.HasPrefix(line, "phase:") && line != *w.last) || strings.HasPrefix(line, "Application ") {
-			fmt.Println("         " + w.prefix + line)
+		end := strings.HasPrefix(line, "Application ") && !strings.HasPrefix(line, "Application status for ")
+		if (strings.HasPrefix(line, "phase:") && line != *w.last) || end {
+			w.s.line("         " + w.prefix + line)
 			*w.last = line
 		}
 	}
 	return len(b), nil
+}
+
+// warnings tells each warning the apiserver gives spark-submit's client (driverset's webhook
+// names the pod the driver runs in).
+type warnings struct{ s story }
+
+func (w warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.s.line("           spark-submit is warned: " + text)
 }
