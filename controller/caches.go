@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -76,6 +77,9 @@ func serviceTransform(obj any) (any, error) {
 // volumes, resources), most of a Spark pod's size, is read by no one here. Changes to such a pod
 // are patches of the difference (gates, finalizers), never updates that would write the emptied
 // spec back; the webhooks take the pod being admitted from the request, not from the cache.
+//
+// Of its metadata it keeps driverset's labels and annotations only, and a pod still over
+// cacheBudget is kept as a stub (bounded): a tenant can label any pod as driverset's.
 func driverPodTransform(obj any) (any, error) {
 	obj, err := cache.TransformStripManagedFields()(obj)
 	if p, ok := obj.(*corev1.Pod); ok {
@@ -84,6 +88,8 @@ func driverPodTransform(obj any) (any, error) {
 			spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Command: c.Command})
 		}
 		p.Spec = spec
+		keepOurs(&p.ObjectMeta)
+		obj = bounded(p)
 	}
 	return obj, err
 }
@@ -102,10 +108,11 @@ func PlaceholderCacheOptions() cache.Options {
 	}
 }
 
-// placeholderTransform is how a placeholder is kept in its cache: its metadata (without
-// managedFields) and status whole, and of its spec what a reconcile reads: each container's name
-// and args (which one is the driver's), the volumes of claims (kept out of Spark's clean stop), the
-// scheduling gates and the node. The rest of a Spark driver's spec (env, volumes, resources,
+// placeholderTransform is how a placeholder is kept in its cache: its status whole, of its
+// metadata driverset's labels and annotations (keepOurs; without managedFields), and of its spec
+// what a reconcile reads: each container's name and first arg (which one is the driver's), the
+// volumes of claims (kept out of Spark's clean stop), the scheduling gates and the node; a pod
+// still over cacheBudget is kept as a stub (bounded). The rest of a Spark driver's spec (env, volumes, resources,
 // security contexts), most of a placeholder's size and so of what each app costs the cache, is read
 // only to build the Service and the StatefulSet, once, from the placeholder as the apiserver has
 // it (ensure). A placeholder's status is written by a patch of the difference, never an update
@@ -115,7 +122,10 @@ func placeholderTransform(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates}
 		for _, c := range p.Spec.Containers {
-			spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Args: c.Args})
+			// The first arg says whether the container is the driver's (convert.IsDriverEntry);
+			// the rest is the application's, as long as its author likes. Copied, so that the
+			// rest is not kept alive by the slice's array.
+			spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Args: slices.Clone(c.Args[:min(len(c.Args), 1)])})
 		}
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil {
@@ -123,6 +133,8 @@ func placeholderTransform(obj any) (any, error) {
 			}
 		}
 		p.Spec = spec
+		keepOurs(&p.ObjectMeta)
+		obj = bounded(p)
 	}
 	return obj, err
 }

@@ -67,6 +67,7 @@ type serveFlags struct {
 	logLevel          string
 	workers           int
 	maxAdmissions     int
+	maxAdmissionBytes int64
 	sealSecret        string
 	clientCA          string
 	clientNames       string
@@ -106,6 +107,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
 	fs.IntVar(&f.workers, "workers", 16, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app; many drivers on one lost node are force-deleted this many at a time")
 	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
+	fs.Int64Var(&f.maxAdmissionBytes, "max-admission-bytes", 8<<20, "a request larger than this over --max-concurrent-admissions also takes its size from a budget of this many bytes (each costs about five times its size while handled): large ones run a few at once, without holding the slots of small ones")
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
@@ -246,7 +248,7 @@ func serve(ctx context.Context, args []string) error {
 	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
 	// One limit for the four entries: they share the replica's memory.
-	limit := webhook.NewLimiter(f.maxAdmissions)
+	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
 	// apiserver's calls reach them (callers).
 	observed := func(name string, h admission.Handler) http.Handler {

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/seal"
+)
+
+// A tenant can put driverset's labels on any pod it may create, as freely as any other label, and
+// such a pod is in driverset's caches: what driverset keeps of one must not grow with what the
+// pod carries, or a tenant's pods of 1 MiB each would grow every replica's memory until all of
+// them pass their limit together (issue 11). So the transforms keep, of a pod's metadata, only the
+// labels and annotations driverset reads (ours), and a pod that is still larger than any pod
+// driverset makes (cacheBudget) is kept as its name and driverset's labels alone (stub).
+
+// cacheBudget is the most a cached pod may keep, counted in the bytes of its strings (keptSize),
+// status aside: a placeholder, an S-0 or an executor, as driverset and Spark make them, keeps a
+// few KiB at most. A pod over it was shaped by hand to be large, and is not one driverset runs.
+const cacheBudget = 64 << 10
+
+// ourLabels are the labels driverset reads from a cached pod, or selects cached pods by.
+var ourLabels = []string{ //nolint:gochecknoglobals // a constant list
+	contract.LabelDriver, contract.LabelPlaceholder, contract.LabelResilient,
+	contract.LabelSparkRole, contract.LabelSparkAppSelector,
+}
+
+// ourAnnotations are the annotations driverset reads from a cached pod.
+var ourAnnotations = []string{ //nolint:gochecknoglobals // a constant list
+	contract.AnnotationResources, contract.AnnotationRestarts, contract.AnnotationRestartedIncarnation,
+	contract.AnnotationDriverLost, contract.AnnotationAdmittedSettings, contract.AnnotationMaxRestarts,
+	contract.AnnotationEntrypoint, contract.AnnotationFenceAfter, contract.AnnotationSelfFence, seal.Annotation,
+}
+
+// keepOurs cuts m's labels and annotations to driverset's own. Safe for writes: driverset changes
+// a cached pod's annotations only by a merge patch of the difference, in which a map carries the
+// keys that changed and no others, so the keys left out here are never written back.
+func keepOurs(m *metav1.ObjectMeta) {
+	m.Labels = only(m.Labels, ourLabels)
+	m.Annotations = only(m.Annotations, ourAnnotations)
+}
+
+func only(m map[string]string, keys []string) map[string]string {
+	var kept map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if kept == nil {
+				kept = make(map[string]string, len(keys))
+			}
+			kept[k] = v
+		}
+	}
+	return kept
+}
+
+// bounded is p when what it keeps is within cacheBudget, else its stub: its identity, its
+// deletion, and driverset's labels, with no spec, status or annotations. Every reader then finds
+// nothing of driverset's in it: a placeholder without a seal (refused with that reason), a driver
+// pod on no node, an executor controlled by no driver.
+func bounded(p *corev1.Pod) *corev1.Pod {
+	if keptSize(p) <= cacheBudget {
+		return p
+	}
+	return &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+		DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds, Labels: p.Labels,
+	}}
+}
+
+// keptSize counts the bytes of the strings p keeps besides its status: its metadata's lists and
+// maps and what the transforms keep of its spec. Each list a tenant could make long is in it.
+func keptSize(p *corev1.Pod) int {
+	n := 0
+	add := func(ss ...string) {
+		for _, s := range ss {
+			n += len(s)
+		}
+	}
+	for k, v := range p.Labels {
+		add(k, v)
+	}
+	for k, v := range p.Annotations {
+		add(k, v)
+	}
+	add(p.Finalizers...)
+	for _, o := range p.OwnerReferences {
+		add(o.APIVersion, o.Kind, o.Name, string(o.UID))
+	}
+	for _, t := range p.Spec.Tolerations {
+		add(t.Key, string(t.Operator), t.Value, string(t.Effect))
+	}
+	for _, g := range p.Spec.SchedulingGates {
+		add(g.Name)
+	}
+	for _, c := range p.Spec.Containers {
+		add(c.Name)
+		add(c.Command...)
+		add(c.Args...)
+	}
+	for _, v := range p.Spec.Volumes {
+		add(v.Name)
+		if v.PersistentVolumeClaim != nil {
+			add(v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return n
+}
