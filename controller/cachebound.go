@@ -1,11 +1,12 @@
 package controller
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/seal"
 )
 
 // A tenant can put driverset's labels on any pod it may create, as freely as any other label, and
@@ -26,19 +27,26 @@ var ourLabels = []string{ //nolint:gochecknoglobals // a constant list
 	contract.LabelSparkRole, contract.LabelSparkAppSelector,
 }
 
-// ourAnnotations are the annotations driverset reads from a cached pod.
-var ourAnnotations = []string{ //nolint:gochecknoglobals // a constant list
-	contract.AnnotationResources, contract.AnnotationRestarts, contract.AnnotationRestartedIncarnation,
-	contract.AnnotationDriverLost, contract.AnnotationAdmittedSettings, contract.AnnotationMaxRestarts,
-	contract.AnnotationEntrypoint, contract.AnnotationFenceAfter, contract.AnnotationSelfFence, seal.Annotation,
-}
+// ourAnnotations is the prefix of every annotation driverset reads from a cached pod (contract's,
+// and seal.Annotation): kept by prefix, so that an annotation added to the contract is kept without
+// a second list to update. A tenant may write such keys too; bounded caps what they can weigh.
+const ourAnnotations = "driverset.dev/"
 
-// keepOurs cuts m's labels and annotations to driverset's own. Safe for writes: driverset changes
+// keepOurs cuts m's labels and annotations to driverset's own (and Spark's it selects by). Safe for writes: driverset changes
 // a cached pod's annotations only by a merge patch of the difference, in which a map carries the
 // keys that changed and no others, so the keys left out here are never written back.
 func keepOurs(m *metav1.ObjectMeta) {
 	m.Labels = only(m.Labels, ourLabels)
-	m.Annotations = only(m.Annotations, ourAnnotations)
+	var kept map[string]string
+	for k, v := range m.Annotations {
+		if strings.HasPrefix(k, ourAnnotations) {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	m.Annotations = kept
 }
 
 func only(m map[string]string, keys []string) map[string]string {

@@ -123,3 +123,20 @@ func abbreviated(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// Every label the caches select by, or the controller lists cached pods by, is kept: a cut label
+// would drop its pods from those lists without an error.
+func TestKeepOursKeepsTheSelectedLabels(t *testing.T) {
+	selected := map[string]string{
+		contract.LabelDriver: "app", contract.LabelPlaceholder: "true", // the caches' selectors
+		contract.LabelSparkAppSelector: "spark-1", contract.LabelSparkRole: contract.RoleExecutor, // executorsOf, the incarnation gate
+	}
+	m := metav1.ObjectMeta{Labels: map[string]string{"other.example/x": "y"}}
+	for k, v := range selected {
+		m.Labels[k] = v
+	}
+	keepOurs(&m)
+	if !reflect.DeepEqual(m.Labels, selected) {
+		t.Errorf("kept %v, want %v", m.Labels, selected)
+	}
+}

@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/e2e/harness"
 )
 
 // floodPods and floodPayload size the memory flood: that many pods of about that many bytes each,
@@ -132,9 +135,6 @@ const (
 	dryRunFloods  = 6
 	dryRunBurst   = 64
 	dryRunPayload = 2 << 20
-	// driversetMemoryLimit is the memory limit install.yaml gives each replica: over it, the
-	// kubelet kills the replica.
-	driversetMemoryLimit = 256 << 20
 )
 
 // Attack: a tenant with only `edit` sends server-side dry-run creates of opted-in driver pods of
@@ -157,6 +157,16 @@ func TestTenantDryRunFloodCannotExhaustDriverset(t *testing.T) {
 			big.Spec.Containers[i].Env = append(big.Spec.Containers[i].Env,
 				corev1.EnvVar{Name: "FLOOD", Value: strings.Repeat("x", dryRunPayload)})
 		}
+	}
+	// The memory limit install.yaml gives each replica: over it, the kubelet kills the replica.
+	install, err := os.Open(filepath.Join("..", "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, err := harness.DeploymentMemoryLimit(install)
+	install.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
 	restarts := bed.driverset.Restarts()
 	before := settledRSS(t)
@@ -218,8 +228,8 @@ func TestTenantDryRunFloodCannotExhaustDriverset(t *testing.T) {
 	if firstRefusal != nil {
 		t.Logf("the first refusal (the flood's creates wait for driverset's admission budget, up to the webhook's timeout): %v", firstRefusal)
 	}
-	if peak >= driversetMemoryLimit {
-		t.Errorf("driverset's RSS reached %.1f MiB during the flood, at or over its %d MiB limit: a replica would have been killed", mib(peak), driversetMemoryLimit>>20)
+	if peak >= limit {
+		t.Errorf("driverset's RSS reached %.1f MiB during the flood, at or over its %.0f MiB limit: a replica would have been killed", mib(peak), mib(limit))
 	}
 	if n := bed.driverset.Restarts(); n != restarts {
 		t.Errorf("driverset restarted %d times during the flood", n-restarts)

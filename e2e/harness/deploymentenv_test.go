@@ -49,3 +49,27 @@ spec:
 		t.Error("no error without a driverset Deployment")
 	}
 }
+
+// The memory limit is read from the driverset container, in bytes, and its absence is an error.
+func TestDeploymentMemoryLimit(t *testing.T) {
+	const install = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: driverset
+spec:
+  template:
+    spec:
+      containers:
+        - name: sidecar
+          resources: {limits: {memory: 1Gi}}
+        - name: driverset
+          resources: {limits: {memory: 256Mi}}
+`
+	if got, err := DeploymentMemoryLimit(strings.NewReader(install)); err != nil || got != 256<<20 {
+		t.Errorf("DeploymentMemoryLimit = %d, %v; want %d", got, err, 256<<20)
+	}
+	none := strings.Replace(install, "resources: {limits: {memory: 256Mi}}", "env: []", 1)
+	if _, err := DeploymentMemoryLimit(strings.NewReader(none)); err == nil {
+		t.Error("no error without a memory limit")
+	}
+}

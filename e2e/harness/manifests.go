@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -167,6 +168,41 @@ func WaitWebhookActive(ctx context.Context, cfg *rest.Config, alive Liveness) er
 // driverset Deployment gives its container (NAME=value; those taken from the pod or its resources
 // are left out), for a driverset the harness runs to run as installed.
 func DeploymentEnv(installYAML io.Reader) ([]string, error) {
+	c, err := deploymentContainer(installYAML)
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	list, _, _ := unstructured.NestedSlice(c, "env")
+	for _, e := range list {
+		e, ok := e.(map[string]any)
+		if v, plain := e["value"].(string); ok && plain {
+			env = append(env, fmt.Sprintf("%v=%s", e["name"], v))
+		}
+	}
+	return env, nil
+}
+
+// DeploymentMemoryLimit is the memory limit, in bytes, that install.yaml's driverset Deployment
+// gives its container: past it the kubelet kills a replica.
+func DeploymentMemoryLimit(installYAML io.Reader) (int64, error) {
+	c, err := deploymentContainer(installYAML)
+	if err != nil {
+		return 0, err
+	}
+	v, ok, _ := unstructured.NestedString(c, "resources", "limits", "memory")
+	if !ok {
+		return 0, errors.New("the driverset container has no memory limit")
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, err
+	}
+	return q.Value(), nil
+}
+
+// deploymentContainer is the container driverset of install.yaml's Deployment driverset.
+func deploymentContainer(installYAML io.Reader) (map[string]any, error) {
 	objs, err := Decode(installYAML)
 	if err != nil {
 		return nil, err
@@ -180,19 +216,9 @@ func DeploymentEnv(installYAML io.Reader) ([]string, error) {
 			return nil, err
 		}
 		for _, c := range containers {
-			c, ok := c.(map[string]any)
-			if !ok || c["name"] != "driverset" {
-				continue
+			if c, ok := c.(map[string]any); ok && c["name"] == "driverset" {
+				return c, nil
 			}
-			var env []string
-			list, _, _ := unstructured.NestedSlice(c, "env")
-			for _, e := range list {
-				e, ok := e.(map[string]any)
-				if v, plain := e["value"].(string); ok && plain {
-					env = append(env, fmt.Sprintf("%v=%s", e["name"], v))
-				}
-			}
-			return env, nil
 		}
 	}
 	return nil, errors.New("no Deployment driverset with a container driverset")
