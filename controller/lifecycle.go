@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,18 +160,19 @@ func disruptionOf(pod *corev1.Pod) *corev1.PodCondition {
 	return disruption
 }
 
-// recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted.
+// recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted: the
+// newer of the driver container's last two terminations that ended the driver. wrap runs the
+// driver once per pod, so any such end is the incarnation's outcome, wherever the kubelet keeps it.
+// A termination that is no end of the driver (notAnEnd) is passed over: the driver that the next
+// start of the container runs, or already runs, has not exited.
 func recordedExit(pod *corev1.Pod, container string) Outcome {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != container {
+	cs := containerStatus(pod.Status, container)
+	if cs == nil {
+		return Outcome{}
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t == nil || notAnEnd(t) {
 			continue
-		}
-		t := cs.State.Terminated
-		if t == nil {
-			t = cs.LastTerminationState.Terminated
-		}
-		if t == nil {
-			return Outcome{}
 		}
 		code := int(t.ExitCode)
 		// wrap's own record wins: the container's exit code can also come from wrap itself.
@@ -180,6 +182,52 @@ func recordedExit(pod *corev1.Pod, container string) Outcome {
 		return Outcome{Exited: true, Code: code, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}
 	}
 	return Outcome{}
+}
+
+// Reasons the kubelet gives a container termination that says nothing of the process in it.
+const (
+	// reasonStartError: the runtime could not start the container (containerd's CRI writes it,
+	// with exit code 128, when the task cannot be created or started): wrap never ran.
+	reasonStartError = "StartError"
+	// reasonStatusUnknown: the kubelet lost track of a container it had seen running or waiting
+	// (the pod deleted or terminated before its status was read, a runtime that forgot it) and
+	// wrote 137 with no finishedAt (k8s v1.37 pkg/kubelet/status TerminatePod and
+	// kubelet_pods.go convertToAPIContainerStatuses). Over an idling wrap it hides the record that
+	// wrap keeps in lastState; over a running driver it proves no exit.
+	reasonStatusUnknown = "ContainerStatusUnknown"
+)
+
+// notAnEnd reports whether t, one termination of the driver container, is not an end of the
+// driver: a start in which the driver never ran (wrap could not start it, and recorded nothing,
+// so the kubelet's next start tries again; or the runtime never started wrap), or the kubelet's
+// ContainerStatusUnknown. Taking one for the driver's exit would restart a driver that runs, end
+// its app Failed, and, once its node is cut off, force-delete a pod whose driver may still run.
+func notAnEnd(t *corev1.ContainerStateTerminated) bool {
+	return t.Reason == reasonStartError || t.Reason == reasonStatusUnknown || wrap.DriverNotStarted(t.Message)
+}
+
+// failedStart is the detail of the driver container's last termination when it was a start in
+// which the driver never ran, "" otherwise: what the placeholder tells while the kubelet retries.
+func failedStart(pod *corev1.Pod, container string) string {
+	if pod == nil {
+		return ""
+	}
+	cs := containerStatus(pod.Status, container)
+	if cs == nil || cs.State.Running != nil {
+		return ""
+	}
+	t := cs.State.Terminated
+	if t == nil {
+		t = cs.LastTerminationState.Terminated
+	}
+	if t == nil || t.Reason == reasonStatusUnknown || !notAnEnd(t) {
+		return ""
+	}
+	_, detail, _ := strings.Cut(t.Message, "\n")
+	if t.Reason == reasonStartError {
+		detail = t.Message
+	}
+	return detail
 }
 
 // Action is what the controller does about an incarnation's outcome.

@@ -123,6 +123,9 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 			if v.Driver.Spec.NodeName != "" {
 				st.Message += " on node " + v.Driver.Spec.NodeName
 			}
+			if why := failedStart(v.Driver, v.Container); why != "" {
+				st.Message += "; the driver did not start, the kubelet tries again: " + why
+			}
 		}
 		if driverCS != nil && driverCS.LastTerminationState.Terminated != nil && v.Restarts > 0 {
 			cs.LastTerminationState = *driverCS.LastTerminationState.DeepCopy()

@@ -156,6 +156,9 @@ func TestRunDoesNotStartTheDriverWithoutAHeartbeat(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.state, exitFile)); !os.IsNotExist(err) {
 		t.Errorf("an exit record was written (%v): the next start would not try again", err)
 	}
+	if msg, _ := os.ReadFile(p.termLog); !DriverNotStarted(string(msg)) {
+		t.Errorf("termination message %q does not say the driver did not start", msg)
+	}
 }
 
 // A driver whose heartbeat is renewed ends as it would without one: its own code, not self-fenced.

@@ -53,6 +53,26 @@ func ParseTerminationMessage(msg string) (code int, ok bool) {
 	return code, true
 }
 
+// notStartedPrefix starts the detail of every message wrap writes when it did not start the
+// driver (ExitWrapFailed): it records nothing then, so the kubelet's next start of the container
+// tries again, and that start may run the driver. Such a message is no exit of the driver.
+const notStartedPrefix = "not starting the driver: "
+
+// notStartedMessage is the termination message of a start in which wrap did not start the driver,
+// for the reason why.
+func notStartedMessage(why string) string {
+	return TerminationMessage(ExitWrapFailed, notStartedPrefix+why)
+}
+
+// DriverNotStarted reports whether msg is the termination message of a container start in which
+// wrap did not start the driver (see notStartedPrefix): the controller must not take it for the
+// driver's exit.
+func DriverNotStarted(msg string) bool {
+	code, ok := ParseTerminationMessage(msg)
+	_, detail, _ := strings.Cut(msg, "\n")
+	return ok && code == ExitWrapFailed && strings.HasPrefix(detail, notStartedPrefix)
+}
+
 // logPrefix starts every line wrap writes to the container's stderr (Options.logf).
 const logPrefix = "driverset wrap: "
 

@@ -124,3 +124,24 @@ func FuzzParseTerminationMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestDriverNotStarted: only wrap's message for a start in which it did not start the driver
+// says so; the driver's own exit 125, or any other record, is an exit.
+func TestDriverNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{notStartedMessage("state directory /s: not a directory"), true},
+		{notStartedMessage("self-fencing is on and its heartbeat Lease d-0-heartbeat could not be held: refused"), true},
+		{TerminationMessage(ExitWrapFailed, "the driver exited with code 125"), false},
+		{TerminationMessage(ExitWrapFailed, ""), false},
+		{TerminationMessage(1, notStartedPrefix+"a driver that prints wrap's words exits 1"), false},
+		{notStartedPrefix + "no record line", false},
+		{"", false},
+	} {
+		if got := DriverNotStarted(tc.msg); got != tc.want {
+			t.Errorf("DriverNotStarted(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -253,8 +254,15 @@ func (o Options) record(st state, msg string) error {
 // failed reports that wrap cannot run the child safely: the child is not started, and the next
 // start of the container tries again (nothing was recorded).
 func (o Options) failed(cause error) (int, error) {
-	detail := fmt.Sprintf("not starting the driver: state directory %s: %v", o.StateDir, cause)
-	return ExitWrapFailed, errors.Join(fmt.Errorf("driverset wrap: %s", detail), o.writeTerminationLog(TerminationMessage(ExitWrapFailed, detail)))
+	return o.notStarted(fmt.Sprintf("state directory %s: %v", o.StateDir, cause))
+}
+
+// notStarted reports that the driver was not started, for the reason why, in the termination
+// message that says so (notStartedMessage) and in the error Run returns.
+func (o Options) notStarted(why string) (int, error) {
+	msg := notStartedMessage(why)
+	_, detail, _ := strings.Cut(msg, "\n")
+	return ExitWrapFailed, errors.Join(fmt.Errorf("driverset wrap: %s", detail), o.writeTerminationLog(msg))
 }
 
 // writeTerminationLog writes msg in place: the kubelet bind-mounts the file, so it cannot be

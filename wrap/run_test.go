@@ -283,8 +283,8 @@ func TestRunWithoutUsableStateDirDoesNotStartTheChild(t *testing.T) {
 		t.Errorf("child ran %d times, want 0", n)
 	}
 	msg, _ := os.ReadFile(p.termLog)
-	if code, ok := ParseTerminationMessage(string(msg)); !ok || code != ExitWrapFailed {
-		t.Errorf("termination message %q, want code %d", msg, ExitWrapFailed)
+	if code, ok := ParseTerminationMessage(string(msg)); !ok || code != ExitWrapFailed || !DriverNotStarted(string(msg)) {
+		t.Errorf("termination message %q, want code %d, saying the driver did not start", msg, ExitWrapFailed)
 	}
 }
 

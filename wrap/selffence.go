@@ -2,7 +2,6 @@ package wrap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -61,8 +60,7 @@ func (o Options) startHeartbeat(ctx context.Context) (<-chan string, func(), err
 // failedHeartbeat reports that the driver was not started because no heartbeat could be held:
 // nothing is recorded, so the kubelet's next start of the container tries again.
 func (o Options) failedHeartbeat(cause error) (int, error) {
-	detail := fmt.Sprintf("not starting the driver: self-fencing is on and its heartbeat Lease %s could not be held: %v", o.HeartbeatLease, cause)
-	return ExitWrapFailed, errors.Join(fmt.Errorf("driverset wrap: %s", detail), o.writeTerminationLog(TerminationMessage(ExitWrapFailed, detail)))
+	return o.notStarted(fmt.Sprintf("self-fencing is on and its heartbeat Lease %s could not be held: %v", o.HeartbeatLease, cause))
 }
 
 // killTree kills the driver (pid) and every process under wrap with SIGKILL, at once: past T the
