@@ -8,9 +8,10 @@ import (
 
 // exitedBeforeDeletion reports whether the exit o recorded in pod happened before anyone asked to
 // delete pod: then the driver ended on its own (a drain right after success, say), and its exit
-// is the app's outcome, not a stop from outside.
+// is the app's outcome, not a stop from outside. An exit of unknown time (no finishedAt) is not
+// known to be before anything: it may be the deletion's SIGTERM.
 func exitedBeforeDeletion(pod *corev1.Pod, o Outcome) bool {
-	return o.Exited && pod.DeletionTimestamp != nil && o.FinishedAt.Before(deletionRequested(pod))
+	return o.Exited && pod.DeletionTimestamp != nil && !o.FinishedAt.IsZero() && o.FinishedAt.Before(deletionRequested(pod))
 }
 
 // deletionRequested is when pod's deletion was asked for: the apiserver sets deletionTimestamp to

@@ -171,6 +171,18 @@ func TestOutcomeOf(t *testing.T) {
 		{name: "exited before its pod was deleted: the outcome stands", pod: finishedThenDeleted,
 			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid}},
 		{
+			// No time to compare with the deletion's: it may be the deletion's SIGTERM.
+			name: "a failure of unknown time on a pod being deleted: no outcome",
+			pod: func() *corev1.Pod {
+				p := withDriverStatus(uid, corev1.ContainerStatus{
+					State: corev1.ContainerState{Terminated: terminated(3, wrap.TerminationMessage(3, ""), time.Time{})},
+				})
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: finished}, new(int64(30))
+				return p
+			}(),
+			want: Outcome{},
+		},
+		{
 			name: "no status for the driver container yet",
 			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
 				{Name: "sidecar", State: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)}},
