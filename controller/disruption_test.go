@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/wrap"
@@ -172,11 +173,18 @@ func TestReconcileLossRecordedDriverGone(t *testing.T) {
 	if rec := lostOf(h.placeholder()); rec == nil || rec.Pod != first.UID {
 		t.Fatalf("loss record %+v, want one for %s", rec, first.UID)
 	}
-	// An admin force-deletes it; nothing of it is left to read.
+	// An admin force-deletes it and removes driverset's finalizer by hand (driverset alone holds a
+	// forced delete on a node that is only unreachable: TestForcedDeleteOfACutOffDriverIsHeld).
 	if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	h.releaseOutcome()
+	if d := h.driver(); d != nil {
+		controllerutil.RemoveFinalizer(d, contract.FinalizerOutcome)
+		if err := h.c.Update(h.ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if h.driver() != nil {
 		t.Fatal("the force-deleted pod is still there")
 	}

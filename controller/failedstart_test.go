@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/wrap"
@@ -148,4 +149,37 @@ func TestFailedStartIsTold(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForcedDeleteOfACutOffDriverIsHeld: a user runs `kubectl delete pod <S-0> --force` while the
+// driver's node is cut off. The apiserver would remove the pod as soon as driverset's finalizer
+// is gone, and the StatefulSet would start a second driver beside the one that may still run
+// there: driverset holds the pod until the node is proven down (here, an admin's out-of-service
+// taint), then lets it go, and the next incarnation runs elsewhere.
+func TestForcedDeleteOfACutOffDriverIsHeld(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	first := h.driver()
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.now = t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionUnknown, h.now, unreachableTaints()...)
+	if err := h.c.Delete(h.ctx, first, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{time.Second, time.Hour} {
+		h.now = h.now.Add(after)
+		h.reconcile()
+		if d := h.driver(); d == nil || d.UID != first.UID {
+			t.Fatalf("the force-deleted S-0 was let go %s later while its node is only cut off", after)
+		}
+	}
+	h.setNode("node-a", corev1.ConditionUnknown, h.now, append(unreachableTaints(),
+		corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})...)
+	h.reconcile()
+	if d := h.driver(); d != nil {
+		t.Fatalf("S-0 still held after the out-of-service taint (Terminating: %v)", d.DeletionTimestamp != nil)
+	}
+	h.startIncarnation("node-b")
+	h.setDriverStatus(runningStatus(h.now))
+	h.reconcile()
+	checkStatus(t, h.placeholder(), corev1.PodRunning, "running", true, "node-b")
 }

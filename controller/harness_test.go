@@ -168,7 +168,18 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 			}
 		}
 	}
-	return c.Delete(ctx, stored)
+	if err := c.Delete(ctx, stored); err != nil || !force {
+		return err
+	}
+	// A forced delete that finalizers keep: the apiserver records its grace of 0 (the fake does not).
+	if pod, ok := stored.(*corev1.Pod); ok {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		pod.DeletionGracePeriodSeconds = new(int64(0))
+		return c.Update(ctx, pod)
+	}
+	return nil
 }
 
 // reconcile runs one Reconcile of P, then one of its S-0 by the Outcomes reconciler (which lets

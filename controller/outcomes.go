@@ -59,8 +59,9 @@ func held(pod *corev1.Pod) bool {
 const kubeletCauseWait = 10 * time.Second
 
 // releasable is the decision, pure: whether deleted incarnation pod can go at now, given its
-// placeholder (nil when it, or the StatefulSet between them, is gone), and why.
-func releasable(pod, placeholder *corev1.Pod, now time.Time) (bool, string) {
+// placeholder (nil when it, or the StatefulSet between them, is gone) and whether its node is
+// proven down (or driverset fences it), and why.
+func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (bool, string) {
 	switch {
 	case placeholder == nil:
 		return true, "its app is gone"
@@ -85,10 +86,30 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time) (bool, string) {
 		return false, "its kubelet's " + cause + " is not recorded yet"
 	}
 	out := outcomeOf(pod, driverContainer(placeholder))
+	if !out.Exited && mayStillRun(pod, driverContainer(placeholder)) && !nodeDown {
+		return false, "force-deleted while its driver may still run on node " + pod.Spec.NodeName +
+			": held until its kubelet reports it stopped or the node is proven down"
+	}
 	if !out.Exited {
 		return true, "stopped from outside: no exit of the driver's own to read"
 	}
 	return false, fmt.Sprintf("the driver's exit %d is not read yet", out.Code)
+}
+
+// mayStillRun reports whether pod was force-deleted (grace 0: the apiserver removes it as soon as
+// its finalizers are gone, without its kubelet) while its driver may still run: it was scheduled,
+// and its kubelet has reported neither the pod ended nor the driver container stopped. Letting
+// such a pod go would let the StatefulSet make the next incarnation beside a driver that still
+// runs, on a node that is only cut off (what `kubectl delete pod --force` does to a plain
+// StatefulSet pod, and what the finalizer can prevent). A graceful deletion needs no such care:
+// the pod stays Terminating until its kubelet confirms the stop, finalizer or not.
+func mayStillRun(pod *corev1.Pod, container string) bool {
+	forced := pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+	if !forced || pod.Spec.NodeName == "" || isTerminal(pod.Status.Phase) {
+		return false
+	}
+	cs := containerStatus(pod.Status, container)
+	return cs == nil || cs.State.Terminated == nil
 }
 
 // Reconcile lets go of one deleted driver pod when releasable says so, else looks again soon.
@@ -108,7 +129,21 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if o.Now != nil {
 		now = o.Now
 	}
-	release, why := releasable(&pod, placeholder, now())
+	down := false
+	if placeholder != nil && mayStillRun(&pod, driverContainer(placeholder)) {
+		// Proof as PodGC takes it, read live: a Node only missing from the cache proves nothing.
+		var node corev1.Node
+		err := o.reader().Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &node)
+		switch {
+		case apierrors.IsNotFound(err):
+			down = true
+		case err != nil:
+			return ctrl.Result{}, err
+		default:
+			down = provenDown(&pod, &node) != ""
+		}
+	}
+	release, why := releasable(&pod, placeholder, now(), down)
 	if !release {
 		return ctrl.Result{RequeueAfter: outcomePoll}, nil
 	}

@@ -58,6 +58,15 @@ func TestReleasable(t *testing.T) {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet})
 		return p
 	}
+	// `kubectl delete pod --force` (grace 0) of a driver that runs on its node, as far as anyone knows.
+	forced := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := running()
+		p.DeletionGracePeriodSeconds = new(int64(0))
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
 	lost := func(cause string) func(*corev1.Pod) {
 		return func(p *corev1.Pod) {
 			p.Annotations[contract.AnnotationDriverLost] = `{"pod":"` + string(uid) + `","since":"2025-03-01T12:00:00Z","cause":"` + cause + `"}`
@@ -68,6 +77,7 @@ func TestReleasable(t *testing.T) {
 		name        string
 		pod, app    *corev1.Pod
 		after       time.Duration // since the deletion (1s when 0)
+		nodeDown    bool          // its node is proven down (or driverset fences it)
 		release     bool
 		noFinalizer bool
 	}{
@@ -87,6 +97,16 @@ func TestReleasable(t *testing.T) {
 		{name: "stopped by its kubelet, its loss recorded as a node shutdown", pod: shutDown(), app: app(lost(CauseNodeShutdown)), release: true},
 		{name: "stopped by its kubelet, not recorded for 10s: let go, the cause only is lost", pod: shutDown(), app: app(nil), after: kubeletCauseWait, release: true},
 		{name: "stopped by its kubelet after its restart was counted", pod: shutDown(), app: app(counted), release: true},
+		{name: "force-deleted while its driver may still run: kept until proof", pod: forced(nil), app: app(nil), release: false},
+		{name: "force-deleted, its node proven down", pod: forced(nil), app: app(nil), nodeDown: true, release: true},
+		{name: "force-deleted, its kubelet reports it stopped", pod: forced(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), app: app(nil), release: true},
+		{name: "force-deleted, its driver container ended", pod: forced(func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[1].State = corev1.ContainerState{Terminated: terminated(0, "", t0)}
+		}), app: app(counted), release: true},
+		{name: "force-deleted before it was scheduled: nothing runs", pod: forced(func(p *corev1.Pod) {
+			p.Spec.NodeName, p.Status = "", corev1.PodStatus{Phase: corev1.PodPending}
+		}), app: app(nil), release: true},
+		{name: "force-deleted with its app gone: nobody to hold it for", pod: forced(nil), app: nil, release: true},
 		{name: "not driverset's to release: no finalizer", pod: func() *corev1.Pod { p := exited(1); p.Finalizers = nil; return p }(), app: nil, noFinalizer: true},
 		{name: "not deleted: kept (a live incarnation)", pod: func() *corev1.Pod { p := exited(1); p.DeletionTimestamp = nil; return p }(), app: nil, noFinalizer: true},
 	} {
@@ -100,7 +120,7 @@ func TestReleasable(t *testing.T) {
 			if tc.after == 0 {
 				tc.after = time.Second
 			}
-			release, why := releasable(tc.pod, tc.app, tc.pod.DeletionTimestamp.Add(tc.after))
+			release, why := releasable(tc.pod, tc.app, tc.pod.DeletionTimestamp.Add(tc.after), tc.nodeDown)
 			if release != tc.release || why == "" {
 				t.Errorf("releasable = %v (%q), want %v and why", release, why, tc.release)
 			}
@@ -109,7 +129,7 @@ func TestReleasable(t *testing.T) {
 	// The placeholder's pass asks it of a pod not deleted yet too (recordKubeletStop).
 	notDeleted := shutDown()
 	notDeleted.DeletionTimestamp = nil
-	if release, why := releasable(notDeleted, app(nil), t0.Add(time.Hour)); release {
+	if release, why := releasable(notDeleted, app(nil), t0.Add(time.Hour), false); release {
 		t.Errorf("releasable = true (%q) for a pod its kubelet stopped, not deleted, its cause not recorded", why)
 	}
 }

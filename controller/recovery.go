@@ -92,7 +92,8 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			r.dropExecutorsOf(ctx, p, driver, live)
 			// Let it go with the deletion, when releasable allows (no exit of its own to keep),
 			// rather than one reconcile of Outcomes later, which the recovery would wait for.
-			if release, _ := releasable(driver, p, r.now()); release {
+			// Fencing it is the proof that its node runs nothing of it any more.
+			if release, _ := releasable(driver, p, r.now(), true); release {
 				if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
 					return lossStep{}, err
 				}
@@ -157,7 +158,7 @@ func (r *Placeholder) recordKubeletStop(ctx context.Context, p, driver *corev1.P
 	if !held(driver) {
 		return nil
 	}
-	if release, _ := releasable(driver, p, r.now()); release {
+	if release, _ := releasable(driver, p, r.now(), false); release {
 		if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return err
 		}
