@@ -53,15 +53,7 @@ func TestSelfFencingOnAPartitionedNode(t *testing.T) {
 func selfFenceOnce(t *testing.T, selfFence, wait time.Duration) bool {
 	ctx := context.Background()
 	ns := namespace(t, nil)
-	// What the admin does once per namespace: the drivers' ServiceAccount may keep its heartbeat.
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "driverset-heartbeat", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "driverset-heartbeat"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}},
-	}
-	if _, err := kube().RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindHeartbeat(t, ns)
 	a := simApp(ns, "selffence", 1)
 	a.DriverAnnotations = map[string]string{contract.AnnotationSelfFence: selfFence.String()}
 	s := submit(t, a, nil)
@@ -122,6 +114,20 @@ func selfFenceOnce(t *testing.T, selfFence, wait time.Duration) bool {
 		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
 	}
 	return !overlap
+}
+
+// bindHeartbeat does what the admin does once per namespace for self-fencing: the drivers'
+// ServiceAccount (default) may keep its heartbeat Lease.
+func bindHeartbeat(t *testing.T, ns string) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "driverset-heartbeat", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "driverset-heartbeat"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}},
+	}
+	if _, err := kube().RbacV1().RoleBindings(ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // appDrivers are the simulated driver processes of namespace ns's app on node.
