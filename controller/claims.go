@@ -24,13 +24,14 @@ const claimPoll = 500 * time.Millisecond
 // (convert.KeepClaim). It returns why the StatefulSet must wait ("" when it need not): a claim
 // that does not exist yet, as the driver pod could not be scheduled without it either. Claims are
 // read live (never cached: driverset watches no claims) and changed with an optimistic lock.
-func (r *Placeholder) keepClaims(ctx context.Context, p *corev1.Pod) (string, error) {
+// names are p's as namesOf chose them: a legacy-named app's StatefulSet is found by its own name.
+func (r *Placeholder) keepClaims(ctx context.Context, p *corev1.Pod, names contract.Names) (string, error) {
 	claims := convert.DriverClaims(p)
 	if len(claims) == 0 {
 		return "", nil
 	}
 	var sts appsv1.StatefulSet
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: contract.NamesFor(p.Name).StatefulSet}, &sts)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts)
 	if err == nil || !apierrors.IsNotFound(err) {
 		// S exists: a driver may have run, and its claims were kept before S was made.
 		return "", client.IgnoreNotFound(err)

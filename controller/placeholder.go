@@ -82,7 +82,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	if !isTerminal(p.Status.Phase) {
 		// A finished app runs no driver again: its claims need no keeping.
-		if waiting, err := r.keepClaims(ctx, &p); err != nil || waiting != "" {
+		if waiting, err := r.keepClaims(ctx, &p, names); err != nil || waiting != "" {
 			if err != nil {
 				return ctrl.Result{}, err
 			}
