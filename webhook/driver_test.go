@@ -119,6 +119,23 @@ func TestDriverDecides(t *testing.T) {
 		{name: "a driver owned by the pod spark-submit ran in is converted", pod: func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "jupyter-0", UID: "u1"}}
 		}, want: converted, message: "converted to a driverset placeholder"},
+		// Re-invocation: another mutating webhook, called after driverset's, made the placeholder
+		// an operator's. It cannot run as it is (it is gated, its resources shrunk) nor stay (it
+		// would be Pending forever): refused, under either entry.
+		{name: "its own placeholder, given an operator's controller by a later webhook, is denied", pod: func(p *corev1.Pod) {
+			sealedPlaceholder(p)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", UID: "u1", Controller: new(true)}}
+		}, want: denied, message: "after driverset had made it a placeholder"},
+		{name: "enforced: its own placeholder, given an operator's controller by a later webhook, is denied, not left as it is", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			sealedPlaceholder(p)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", UID: "u1", Controller: new(true)}}
+		}, want: denied, message: "refused rather than left Pending"},
+		{name: "enforced: its own placeholder, its container renamed by a later webhook, is denied, not left as it is", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			sealedPlaceholder(p)
+			p.Spec.Containers[0].Name, p.Spec.Containers[0].Args = "main", []string{"run"}
+		}, want: denied, message: `no container named "spark-kubernetes-driver"`},
 		{name: "a volume named driverset is denied", pod: func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "driverset"})
 		}, want: denied, message: `already has a volume named "driverset"`},
