@@ -18,7 +18,7 @@ const LabelKubeflowLaunched = "sparkoperator.k8s.io/launched-by-spark-operator"
 // operatorTail is what every refusal of an operator's driver says to do. It fits both driverset
 // entries: under the opt-in label it is refused, under the namespace policy left as it is.
 const operatorTail = "; driverset does not take over such drivers yet: let the owner run it, without the label " +
-	contract.LabelResilient + "=true, or submit the app with spark-submit"
+	contract.LabelResilient + "=true, or submit the app with spark-submit rather than through that owner"
 
 // operatorOf says why pod is an operator's or another controller's driver rather than the one
 // spark-submit made, or nil. Such an owner finds, watches, restarts and deletes its driver pod
