@@ -39,9 +39,10 @@ type NotConvertible struct {
 	Pod    string
 	Reason string
 	// NotSparkSubmit is true when the pod is not a driver pod of spark-submit --deploy-mode cluster
-	// at all: another controller's (an operator, a Deployment), or one whose driver container does
-	// not run Spark's "driver" entry (a client-mode driver). The namespace policy leaves such a pod
-	// alone; the reasons without it are a cluster driver that cannot be held safely.
+	// at all: an operator's or another controller's (any owner that is not a Pod, or the Kubeflow
+	// operator's label), or one whose driver container does not run Spark's "driver" entry (a
+	// client-mode driver). The namespace policy leaves such a pod alone; the reasons without it are
+	// a cluster driver that cannot be held safely.
 	NotSparkSubmit bool
 }
 
@@ -111,7 +112,13 @@ func checkShape(pod *corev1.Pod) error {
 		return notSparkSubmit(pod, "the args of driver container %q begin with %s, not %q (or Spark 2.4's %q, %q); driverset adds its "+
 			"--conf settings right after that argument, so keep the args spark-submit generates", c.Name, first, contract.RoleDriver, EntryDriverPy, EntryDriverR)
 	}
+	if nc := operatorOf(pod); nc != nil {
+		return nc
+	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		// Only a Pod is left here (operatorOf took every other owner). A Pod that owns the driver
+		// without controlling it is the pod spark-submit ran in; nothing known makes one its
+		// controller, and a controller manages its pods, so that stays refused.
 		return notSparkSubmit(pod, "it is already controlled by %s %q; driverset takes over only driver pods that "+
 			"spark-submit creates itself", ref.Kind, ref.Name)
 	}

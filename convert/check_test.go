@@ -14,7 +14,7 @@ import (
 
 // TestCheck lists what makes a driver pod unsafe to take over; each reason says why and what to do.
 func TestCheck(t *testing.T) {
-	yes, no := true, false
+	yes := true
 	cases := []struct {
 		name   string
 		pod    func(*corev1.Pod)
@@ -24,9 +24,6 @@ func TestCheck(t *testing.T) {
 		{name: "renamed driver container found by its driver argument", pod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].Name = "main"
 			p.Spec.Containers = append([]corev1.Container{{Name: "sidecar", Image: "envoy"}}, p.Spec.Containers...)
-		}},
-		{name: "non-controller owner is fine", pod: func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{Kind: "ConfigMap", Name: "x", Controller: &no}}
 		}},
 		{name: "valid annotations", pod: func(p *corev1.Pod) {
 			p.Annotations = map[string]string{contract.AnnotationMaxRestarts: "0", contract.AnnotationFenceAfter: "0s", contract.AnnotationEntrypoint: "/usr/bin/run"}
@@ -52,9 +49,9 @@ func TestCheck(t *testing.T) {
 		{name: "an entry command Spark never wrote (executor)", pod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].Args = []string{"executor"}
 		}, reason: `begin with "executor", not "driver"`},
-		{name: "controller owner", pod: func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{Kind: "SparkApplication", Name: "pi", Controller: &yes}}
-		}, reason: `it is already controlled by SparkApplication "pi"; driverset takes over only driver pods that spark-submit creates itself`},
+		{name: "an owner that is not a Pod (TestCheckOwners has the rule)", pod: func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", Controller: &yes}}
+		}, reason: `it is controlled by SparkApplication "pi" (sparkoperator.k8s.io/v1beta2), not by a pod`},
 		{name: "bound to a node", pod: func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
 			reason: `spec.nodeName is set ("n1")`},
 		{name: "volume named driverset", pod: func(p *corev1.Pod) { p.Spec.Volumes = []corev1.Volume{{Name: "driverset"}} },

@@ -64,9 +64,10 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	if reason := d.skip(pod); reason != "" {
 		return admission.Allowed(reason)
 	}
-	// A placeholder comes back when the apiserver re-invokes the webhook; it is left as it is. One
-	// that driverset did not seal was shaped by its creator: its recorded resources would reach
-	// S-0 unseen by any policy on who may ask for them.
+	// A placeholder comes back when the apiserver re-invokes the webhook; it is left as it is while
+	// driverset may still keep it, and refused when a later webhook made it a pod driverset may not
+	// keep. One that driverset did not seal was shaped by its creator: its recorded resources would
+	// reach S-0 unseen by any policy on who may ask for them.
 	placeholder := convert.IsPlaceholder(pod)
 	if nc := d.unsealed(pod); placeholder && nc != nil {
 		return admission.Denied(nc.Error())
@@ -75,6 +76,12 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	if err := d.Default(ctx, pod); err != nil {
 		var nc *convert.NotConvertible
 		if errors.As(err, &nc) {
+			if placeholder {
+				// Re-invoked after a later webhook changed driverset's own placeholder (an operator's
+				// webhook added itself as owner, say). Gated and shrunk, it cannot run as it is, and
+				// left so it would stay Pending forever: refused, under either entry.
+				return deny(denialClass(nc), nc.Error()+changedPlaceholder)
+			}
 			if d.leavesAlone(pod, nc) {
 				return admission.Allowed("not a spark-submit cluster driver: left as it is").WithWarnings(
 					fmt.Sprintf("%s; under the namespace policy %s=%s it runs as it is, without driverset",
@@ -114,10 +121,16 @@ func (d *Driver) Default(ctx context.Context, pod *corev1.Pod) error {
 	return convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace))
 }
 
+// changedPlaceholder ends the refusal of a placeholder that driverset made and a later mutating
+// webhook changed into a pod driverset may not keep.
+const changedPlaceholder = "; another mutating webhook changed the pod so after driverset had made it a placeholder, " +
+	"which never runs by itself: the pod is refused rather than left Pending"
+
 // leavesAlone decides what becomes of a driver pod driverset cannot convert: the namespace policy
 // converts every spark-submit cluster driver, but a spark-role=driver pod that is not one (an
 // operator's, a Deployment's, a client-mode driver) was never driverset's to refuse, so it runs as
-// it is. A pod opted in with the label asked for driverset explicitly and is refused with the reason.
+// it is. A pod opted in with the label asked for driverset explicitly and is refused with the
+// reason. Never asked of driverset's own placeholder: that one can no longer run as it is.
 func (d *Driver) leavesAlone(pod *corev1.Pod, nc *convert.NotConvertible) bool {
 	return d.Enforced && nc.NotSparkSubmit && pod.Labels[contract.LabelResilient] != "true"
 }

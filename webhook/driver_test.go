@@ -109,7 +109,33 @@ func TestDriverDecides(t *testing.T) {
 		{name: "a pod with a controller is denied", pod: func(p *corev1.Pod) {
 			yes := true
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "nightly", UID: "u1", Controller: &yes}}
-		}, want: denied, message: `already controlled by Job "nightly"`},
+		}, want: denied, message: `controlled by Job "nightly" (batch/v1), not by a pod`},
+		{name: "an operator's driver, owned but not controlled by its SparkApplication, is denied", pod: func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "spark.apache.org/v1", Kind: "SparkApplication", Name: "pi", UID: "u1"}}
+		}, want: denied, message: `owned by SparkApplication "pi" (spark.apache.org/v1), not by a pod`},
+		{name: "a driver labelled as the Kubeflow operator's, before its webhook adds the owner, is denied", pod: func(p *corev1.Pod) {
+			p.Labels["sparkoperator.k8s.io/launched-by-spark-operator"] = "true"
+		}, want: denied, message: `labelled sparkoperator.k8s.io/launched-by-spark-operator=true`},
+		{name: "a driver owned by the pod spark-submit ran in is converted", pod: func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "jupyter-0", UID: "u1"}}
+		}, want: converted, message: "converted to a driverset placeholder"},
+		// Re-invocation: another mutating webhook, called after driverset's, made the placeholder
+		// an operator's. It cannot run as it is (it is gated, its resources shrunk) nor stay (it
+		// would be Pending forever): refused, under either entry.
+		{name: "its own placeholder, given an operator's controller by a later webhook, is denied", pod: func(p *corev1.Pod) {
+			sealedPlaceholder(p)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", UID: "u1", Controller: new(true)}}
+		}, want: denied, message: "after driverset had made it a placeholder"},
+		{name: "enforced: its own placeholder, given an operator's controller by a later webhook, is denied, not left as it is", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			sealedPlaceholder(p)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", UID: "u1", Controller: new(true)}}
+		}, want: denied, message: "refused rather than left Pending"},
+		{name: "enforced: its own placeholder, its container renamed by a later webhook, is denied, not left as it is", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			sealedPlaceholder(p)
+			p.Spec.Containers[0].Name, p.Spec.Containers[0].Args = "main", []string{"run"}
+		}, want: denied, message: `no container named "spark-kubernetes-driver"`},
 		{name: "a volume named driverset is denied", pod: func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "driverset"})
 		}, want: denied, message: `already has a volume named "driverset"`},
@@ -130,12 +156,12 @@ func TestDriverDecides(t *testing.T) {
 			delete(p.Labels, contract.LabelResilient)
 			yes := true
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "sparkoperator.k8s.io/v1beta2", Kind: "SparkApplication", Name: "pi", UID: "u1", Controller: &yes}}
-		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `already controlled by SparkApplication "pi"`},
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `controlled by SparkApplication "pi" (sparkoperator.k8s.io/v1beta2), not by a pod`},
 		{name: "enforced: a Deployment's driver pod runs unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
 			delete(p.Labels, contract.LabelResilient)
 			yes := true
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "notebook-5d9c", UID: "u1", Controller: &yes}}
-		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `already controlled by ReplicaSet "notebook-5d9c"`},
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `controlled by ReplicaSet "notebook-5d9c" (apps/v1), not by a pod`},
 		{name: "enforced: a client-mode driver runs unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
 			delete(p.Labels, contract.LabelResilient)
 			p.Spec.Containers[0].Name = "notebook"
@@ -145,10 +171,18 @@ func TestDriverDecides(t *testing.T) {
 			delete(p.Labels, contract.LabelResilient)
 			p.Spec.Containers[0].Args = []string{"spark-shell"}
 		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `begin with "spark-shell", not "driver"`},
+		{name: "enforced: an operator's driver, owned but not controlled by its SparkApplication, runs unconverted, with a warning", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "spark.apache.org/v1", Kind: "SparkApplication", Name: "pi", UID: "u1", BlockOwnerDeletion: new(true)}}
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `owned by SparkApplication "pi" (spark.apache.org/v1), not by a pod`},
+		{name: "enforced: a driver labelled as the Kubeflow operator's runs unconverted before its webhook adds the owner", enforced: true, pod: func(p *corev1.Pod) {
+			delete(p.Labels, contract.LabelResilient)
+			p.Labels["sparkoperator.k8s.io/launched-by-spark-operator"] = "true"
+		}, want: unchanged, message: "not a spark-submit cluster driver", warning: `labelled sparkoperator.k8s.io/launched-by-spark-operator=true`},
 		{name: "enforced with the opt-in label: a controlled driver is still denied", enforced: true, pod: func(p *corev1.Pod) {
 			yes := true
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "notebook-5d9c", UID: "u1", Controller: &yes}}
-		}, want: denied, message: `already controlled by ReplicaSet "notebook-5d9c"`},
+		}, want: denied, message: `controlled by ReplicaSet "notebook-5d9c" (apps/v1), not by a pod`},
 		{name: "enforced: a cluster driver that cannot be held is still denied", enforced: true, pod: func(p *corev1.Pod) {
 			delete(p.Labels, contract.LabelResilient)
 			p.Spec.NodeName = "n1"

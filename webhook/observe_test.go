@@ -55,7 +55,7 @@ func TestObservedCountsEachOutcome(t *testing.T) {
 		}), Decision{Outcome: OutcomeDenied, Reason: ReasonNotConvertible}, "admission: denied", "is not a duration"},
 		{"an opted-in pod that another controller owns is denied as no spark-submit driver", "driver", &Driver{Seal: testSeal()}, driver(func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "nightly", UID: "u1", Controller: &yes}}
-		}), Decision{Outcome: OutcomeDenied, Reason: ReasonNotSparkSubmit}, "admission: denied", `already controlled by Job "nightly"`},
+		}), Decision{Outcome: OutcomeDenied, Reason: ReasonNotSparkSubmit}, "admission: denied", `controlled by Job "nightly" (batch/v1)`},
 		{"a second driver ordinal is denied", "incarnation", &Incarnation{Reader: cacheFrom(t, filepath.Join("testdata", "incarnation", "cache.yaml"))},
 			incarnation("1"), Decision{Outcome: OutcomeDenied, Reason: ReasonSecondDriver}, "admission: denied", "one driver per app"},
 		{"a pod that cannot be decoded is an error", "driver", &Driver{Seal: testSeal()}, []byte(`{"metadata":{"name":"x","namespace":"jobs"},"spec":7}`),
