@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -18,8 +19,9 @@ import (
 )
 
 // TestFailedStartThenCutOff (issue 34): a driver's first start fails in wrap with 125 — self-fencing
-// is on and its heartbeat Lease is refused, since the admin has not yet bound the heartbeat role —
-// and the kubelet's next start, once the role is bound, runs the driver. That failed start is no
+// is on and its heartbeat Lease is refused, since the admin has not yet bound the heartbeat role to
+// the drivers' own ServiceAccount, which may do what a Spark driver does and no more — and the
+// kubelet's next start, once the role is bound, runs the driver. That failed start is no
 // exit of the driver: driverset neither counts a restart nor deletes the running driver. Then the
 // driver's node is cut off: the new incarnation's driver process starts only after the old one's
 // has ended (wrap's self-fence), as the host's process table shows, never beside it.
@@ -27,7 +29,10 @@ func TestFailedStartThenCutOff(t *testing.T) {
 	const T = 15 * time.Second
 	ctx := context.Background()
 	ns := namespace(t, nil)
+	const sa = "spark"
+	sparkServiceAccount(t, ns, sa)
 	a := simApp(ns, "failedstart", 1)
+	a.ServiceAccount = sa
 	a.DriverAnnotations = map[string]string{contract.AnnotationSelfFence: T.String()}
 	s := submit(t, a, nil)
 
@@ -53,7 +58,7 @@ func TestFailedStartThenCutOff(t *testing.T) {
 		return strings.Contains(p.Status.Message, "the driver did not start, the kubelet tries again"), nil
 	})
 
-	bindHeartbeat(t, ns)
+	bindHeartbeat(t, ns, sa)
 	running := runningDriver(t, s, "", 3*time.Minute)
 	waitLog(t, ns, running.Name, "registered from", 1, 2*time.Minute)
 	if running.UID != first.UID {
@@ -136,4 +141,29 @@ func failedStartIn(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// sparkServiceAccount makes ServiceAccount sa in ns with what a Spark driver needs of the API (its
+// executor pods, their ConfigMaps, Services and claims) and nothing else: no Leases.
+func sparkServiceAccount(t *testing.T, ns, sa string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := kube().CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: sa},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "configmaps", "services", "persistentvolumeclaims"}, Verbs: []string{"*"}}},
+	}
+	if _, err := kube().RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: sa},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
+	}
+	if _, err := kube().RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -53,7 +53,7 @@ func TestSelfFencingOnAPartitionedNode(t *testing.T) {
 func selfFenceOnce(t *testing.T, selfFence, wait time.Duration) bool {
 	ctx := context.Background()
 	ns := namespace(t, nil)
-	bindHeartbeat(t, ns)
+	bindHeartbeat(t, ns, "default")
 	a := simApp(ns, "selffence", 1)
 	a.DriverAnnotations = map[string]string{contract.AnnotationSelfFence: selfFence.String()}
 	s := submit(t, a, nil)
@@ -117,13 +117,13 @@ func selfFenceOnce(t *testing.T, selfFence, wait time.Duration) bool {
 }
 
 // bindHeartbeat does what the admin does once per namespace for self-fencing: the drivers'
-// ServiceAccount (default) may keep its heartbeat Lease.
-func bindHeartbeat(t *testing.T, ns string) {
+// ServiceAccount sa may keep its heartbeat Lease.
+func bindHeartbeat(t *testing.T, ns, sa string) {
 	t.Helper()
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "driverset-heartbeat", Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "driverset-heartbeat"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
 	}
 	if _, err := kube().RbacV1().RoleBindings(ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
