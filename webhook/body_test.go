@@ -32,9 +32,9 @@ func TestSlowCallersAreDroppedAfterTimeout(t *testing.T) {
 			l.Timeout = timeout
 			srv := httptest.NewServer(productionWrapped(l))
 			defer srv.Close()
+			start := time.Now()
 			c := slowRequest(t, srv.Listener.Addr().String(), tc.size, tc.sent)
 			defer c.Close()
-			start := time.Now()
 			_ = c.SetReadDeadline(start.Add(5 * time.Second))
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
