@@ -112,3 +112,30 @@ func TestBodyOverMaxIsRefusedUnread(t *testing.T) {
 		t.Errorf("answered %d (close %v), want 413 and the connection closed", resp.StatusCode, resp.Close)
 	}
 }
+
+// A caller that does not read its answer has it cut off once Timeout has passed: driverset
+// closes the connection, and lets go of the answer, rather than wait as long as the caller likes.
+func TestAnswerNotReadIsCutOffAfterTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	l := NewLimiter(slowCallerSlots, slowCallerSlots<<16)
+	l.Timeout = timeout
+	srv := httptest.NewUnstartedServer(productionWrapped(l))
+	closed := make(chan struct{}, 1)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	body := review(t, "large-answer")
+	start := time.Now()
+	c := slowRequest(t, srv.Listener.Addr().String(), int64(len(body)), body)
+	defer c.Close()
+	select {
+	case <-closed:
+		t.Logf("driverset closed the connection after %s", time.Since(start).Round(time.Millisecond))
+	case <-time.After(timeout + 2*time.Second):
+		t.Fatalf("the connection of a caller that reads no answer was still open after %s", time.Since(start).Round(time.Millisecond))
+	}
+}
