@@ -44,14 +44,15 @@ func (c Callers) TLS(cfg *tls.Config) {
 	cfg.ClientCAs = c.CA
 }
 
-// Wrap serves next only to a caller that refused says nothing against.
+// Wrap serves next only to a caller that refused says nothing against; any other is answered
+// before its body is read, and its connection closed.
 func (c Callers) Wrap(next http.Handler) http.Handler {
 	if c.CA == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reason := c.refused(r.TLS); reason != "" {
-			http.Error(w, "driverset: "+reason, http.StatusForbidden)
+			refuse(w, http.StatusForbidden, "driverset: "+reason)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
@@ -28,8 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -68,6 +65,7 @@ type serveFlags struct {
 	workers           int
 	maxAdmissions     int
 	maxAdmissionBytes int64
+	admissionTimeout  time.Duration
 	sealSecret        string
 	clientCA          string
 	clientNames       string
@@ -106,8 +104,9 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.DurationVar(&f.certInterval, "cert-check-interval", 30*time.Second, "with --self-managed-tls: how often each replica checks the CA Secret and the caBundle; a CA rotation takes about 8 of these")
 	fs.StringVar(&f.logLevel, "log-level", "info", "what to log: debug, info or error (zap's --zap-log-level, when given, wins)")
 	fs.IntVar(&f.workers, "workers", 16, "placeholders reconciled at once: an app whose step is slow or failing holds one worker, not every app; many drivers on one lost node are force-deleted this many at a time")
-	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait (unread) until one ends or the apiserver's webhook timeout")
-	fs.Int64Var(&f.maxAdmissionBytes, "max-admission-bytes", 8<<20, "a request larger than this over --max-concurrent-admissions also takes its size from a budget of this many bytes (each costs about five times its size while handled): large ones run a few at once, without holding the slots of small ones")
+	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait, their bodies read, until one ends or the apiserver's webhook timeout (a slot is held only while a request is handled, never while its body is read or its answer written)")
+	fs.Int64Var(&f.maxAdmissionBytes, "max-admission-bytes", 8<<20, "a request larger than 64 KiB (or than this over --max-concurrent-admissions, when less) also takes its size from a budget of this many bytes before its body is read (each costs about five times its size while handled): large ones run a few at once, without holding the slots of small ones")
+	fs.DurationVar(&f.admissionTimeout, "admission-io-timeout", webhook.DefaultTimeout, "how long a caller has to send an admission request's body once its headers are in, and to take the answer; neither holds a slot of --max-concurrent-admissions")
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
@@ -204,8 +203,6 @@ func serve(ctx context.Context, args []string) error {
 			return client.New(cfg, o)
 		},
 		Metrics:                 metricsOptions(f),
-		HealthProbeBindAddress:  f.probeAddr,
-		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "driverset.driverset.dev",
 		LeaderElectionNamespace: f.leaderElectionNS,
@@ -213,26 +210,17 @@ func serve(ctx context.Context, args []string) error {
 		LeaseDuration: ptr(15 * time.Second),
 		RenewDeadline: ptr(10 * time.Second),
 		RetryPeriod:   ptr(2 * time.Second),
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host:    f.webhookHost,
-			Port:    f.webhookPort,
-			CertDir: f.certDir,
-			TLSOpts: []func(*tls.Config){
-				func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 },
-				// HTTP/2 off: its rapid-reset and stream-flood weaknesses are not worth it for
-				// an apiserver client that speaks HTTP/1.1 just as well.
-				func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} },
-				callers.TLS,
-			},
-		}),
+		WebhookServer: crwebhook.NewServer(webhookOptions(f, callers)),
 	})
 	if err != nil {
 		return err
 	}
 
+	// The probes' checks, served once all are added (at the end).
+	checks := newProbes()
 	var activeCA func() *x509.Certificate
 	if f.selfManagedCerts {
-		cm, err := selfManagedCerts(ctx, mgr, cfg, f)
+		cm, err := selfManagedCerts(ctx, mgr, cfg, f, checks)
 		if err != nil {
 			return err
 		}
@@ -249,10 +237,11 @@ func serve(ctx context.Context, args []string) error {
 	hooks := mgr.GetWebhookServer()
 	// One limit for the four entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
+	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
 	// apiserver's calls reach them (callers).
 	observed := func(name string, h admission.Handler) http.Handler {
-		return callers.Wrap(limit.Wrap(&admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: h, Decisions: metrics.admissions}}))
+		return admissionEntry(callers, limit, &admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: h, Decisions: metrics.admissions}})
 	}
 	hooks.Register(webhook.DriverPath, observed("driver", &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}))
 	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}))
@@ -280,21 +269,29 @@ func serve(ctx context.Context, args []string) error {
 	if err := (&controller.Outcomes{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
+	checks.healthz["ping"] = healthz.Ping
 	// Ready means the webhook server is up and serving its certificate.
-	if err := mgr.AddReadyzCheck("webhook", hooks.StartedChecker()); err != nil {
-		return err
-	}
+	checks.readyz["webhook"] = hooks.StartedChecker()
 	// Ready also means the informer caches the webhooks read are filled: before that the
 	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
-	if err := mgr.AddReadyzCheck("informer-caches", cachesSynced(mgr.GetCache(), placeholders)); err != nil {
-		return err
-	}
+	checks.readyz["informer-caches"] = cachesSynced(mgr.GetCache(), placeholders)
 	// The driver webhook reads LimitRanges from the cache: have that informer started with it.
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.LimitRange{}); err != nil {
 		return err
+	}
+	for _, s := range []struct {
+		name, addr string
+		h          http.Handler
+	}{{"health probe", f.probeAddr, checks.handler()}, {"pprof", f.pprofAddr, pprofHandler()}} {
+		srv, err := plainServer(s.name, s.addr, s.h)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			if err := mgr.Add(srv); err != nil {
+				return err
+			}
+		}
 	}
 	return mgr.Start(ctx)
 }
@@ -302,7 +299,7 @@ func serve(ctx context.Context, args []string) error {
 // selfManagedCerts makes the serving certificate before the webhook server starts (it will not
 // start without one), keeps it and the caBundle current on every replica, and makes readiness
 // mean "serving the current certificate".
-func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f serveFlags) (*certs.Manager, error) {
+func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f serveFlags, checks *probes) (*certs.Manager, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -325,7 +322,8 @@ func selfManagedCerts(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, f
 	if err := mgr.Add(cm); err != nil {
 		return nil, err
 	}
-	return cm, mgr.AddReadyzCheck("webhook-certificate", cm.ServingCurrent(webhookAddr(f)))
+	checks.readyz["webhook-certificate"] = cm.ServingCurrent(webhookAddr(f))
+	return cm, nil
 }
 
 // webhookAddr is where this replica's webhook server is reached from the replica itself.
@@ -432,20 +430,6 @@ func registerMetrics(reg prometheus.Registerer, elected <-chan struct{}, placeho
 	}
 	m.admissions, err = webhook.NewDecisions(reg)
 	return m, err
-}
-
-// metricsOptions serve /metrics over HTTPS, to callers that the apiserver authenticates and
-// authorizes (controller-runtime's filter: a TokenReview and a SubjectAccessReview for GET on
-// the non-resource URL /metrics, cached), with controller-runtime's self-signed certificate; or,
-// with --metrics-secure=false, over plain HTTP to anyone.
-func metricsOptions(f serveFlags) metricsserver.Options {
-	o := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.metricsSecure}
-	if f.metricsSecure {
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
-		// As the webhook server: HTTP/2 off (its rapid-reset and stream-flood weaknesses).
-		o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
-	}
-	return o
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -82,6 +82,8 @@ type Driverset struct {
 	MetricsURL string
 	// PprofURL is where /debug/pprof is served (Options.Pprof), or "".
 	PprofURL string
+	// ProbeURL is the health probe server's root: /healthz and /readyz under it.
+	ProbeURL string
 	// Kubeconfig is the one driverset runs with (impersonating its ServiceAccount when asked).
 	Kubeconfig string
 	CA         *certs.Authority
@@ -119,7 +121,7 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driverset{Port: o.Port, CA: o.CA, certDir: filepath.Join(o.Dir, "certs-"+strconv.Itoa(o.Port)), done: make(chan struct{})}
+	d := &Driverset{Port: o.Port, CA: o.CA, ProbeURL: "http://127.0.0.1:" + strconv.Itoa(probePort), certDir: filepath.Join(o.Dir, "certs-"+strconv.Itoa(o.Port)), done: make(chan struct{})}
 	if !o.SelfManagedTLS {
 		if err := d.Rotate(); err != nil {
 			return nil, err
@@ -177,7 +179,7 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	}
 	d.cmd = cmd
 	go d.supervise(o.Restart, logf)
-	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+	ready := d.ProbeURL + "/readyz"
 	err = o.Alive.poll(ctx, 100*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
 		select {
 		case <-d.done:
