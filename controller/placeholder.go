@@ -235,6 +235,14 @@ func (r *Placeholder) ensure(ctx context.Context, p *corev1.Pod, names contract.
 	if whole.UID != p.UID {
 		return nil, fmt.Errorf("placeholder %s/%s was replaced while it was reconciled", p.Namespace, p.Name)
 	}
+	// The seal was checked on the cached placeholder; S is built from this read, which a tenant's
+	// edit of the recorded resources may have reached in between: check it on what is built.
+	if reason, err := r.unsealed(ctx, &whole, names); err != nil || reason != "" {
+		if err == nil {
+			err = &refusedError{what: "StatefulSet " + names.StatefulSet, err: errors.New(reason)}
+		}
+		return nil, err
+	}
 	return r.create(ctx, &whole, names)
 }
 

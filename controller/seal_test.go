@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/seal"
@@ -97,5 +101,35 @@ func TestEditedAfterBuildNeverRebuilds(t *testing.T) {
 	}
 	if msg := h.placeholder().Status.Message; !strings.Contains(msg, "does not match") {
 		t.Fatalf("status message %q, want the reason", msg)
+	}
+}
+
+// TestSealIsVerifiedOnWhatIsBuilt (issue 35): the seal is checked on the placeholder from the
+// cache, and the StatefulSet built from the placeholder read live after it. A tenant's edit of the
+// recorded resources between the two reads (a GPU) must not be built: the seal is verified again
+// on the object the StatefulSet is built from.
+func TestSealIsVerifiedOnWhatIsBuilt(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	live := h.r.APIReader
+	h.r.APIReader = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := live.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if p, ok := obj.(*corev1.Pod); ok && key == h.p {
+				p.Annotations[contract.AnnotationResources] = `{"spark-kubernetes-driver":{"limits":{"nvidia.com/gpu":"8"},"requests":{"nvidia.com/gpu":"8"}}}`
+			}
+			return nil
+		},
+	})
+	h.reconcile()
+	for _, c := range h.created {
+		if sts, ok := c.(*appsv1.StatefulSet); ok {
+			t.Fatalf("built StatefulSet %s from a placeholder edited after its seal was checked: resources %v",
+				sts.Name, sts.Spec.Template.Spec.Containers[0].Resources)
+		}
+	}
+	if msg := h.placeholder().Status.Message; !strings.Contains(msg, "does not match") {
+		t.Errorf("status message %q, want the seal's reason", msg)
 	}
 }
