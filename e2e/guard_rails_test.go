@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -83,6 +84,34 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 		}
 	}
+	// A StatefulSet and a claim of the tenant's own, none of driverset's business.
+	mine := sts(ns, nil)
+	mine.Name = "theirs"
+	mine.Spec.Replicas = new(int32(0))
+	theirs, err := kube().AppsV1().StatefulSets(ns).Create(ctx, mine, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := kube().CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: map[string]string{contract.LabelSparkAppSelector: "spark-1"}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patchSts := func(name, patch string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := ds.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), dryPatch)
+			return err
+		}
+	}
+	patchClaim := func(patch string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := ds.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, claim.Name, types.MergePatchType, []byte(patch), dryPatch)
+			return err
+		}
+	}
 	patchPod := func(ns, name, patch string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			_, err := ds.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), dryPatch)
@@ -109,6 +138,17 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			_, err := ds.CoreV1().Services("driverset-system").Create(ctx, svc("driverset-system", owned), dry)
 			return err
 		}},
+		{"its own StatefulSet's pod template changed", "driverset-guard-updates", patchSts(r.names.StatefulSet,
+			`{"spec":{"template":{"spec":{"containers":[{"name":"`+contract.DriverContainerName+`","image":"attacker/miner"}]}}}}`)},
+		{"a dangling ownerReference added to its StatefulSet", "driverset-guard-updates", patchSts(r.names.StatefulSet,
+			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"gone","uid":"6c4bd1e6-0000-0000-0000-000000000000"}]}}`)},
+		{"its StatefulSet scaled to 2", "driverset-guard-updates", patchSts(r.names.StatefulSet, `{"spec":{"replicas":2}}`)},
+		{"a StatefulSet that is not driverset's scaled", "driverset-guard-updates", patchSts(theirs.Name, `{"spec":{"replicas":5}}`)},
+		{"a claim's owner changed", "driverset-guard-updates", patchClaim(
+			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"gone","uid":"6c4bd1e6-0000-0000-0000-000000000000"}]}}`)},
+		{"a claim's labels changed", "driverset-guard-updates", patchClaim(`{"metadata":{"labels":{"app":"db"}}}`)},
+		{"a claim given another app's id", "driverset-guard-updates", patchClaim(
+			`{"metadata":{"labels":{"spark-app-selector":null,"`+contract.LabelClaimAppSelector+`":"spark-2"}}}`)},
 		{"a pod's image changed", "driverset-guard-pods",
 			patchPod(ns, plain.Name, `{"spec":{"containers":[{"name":"web","image":"attacker/miner"}]}}`)},
 		{"a pod's labels changed", "driverset-guard-pods",
@@ -198,6 +238,9 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			_, err = ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.JSONPatchType, patch, dryPatch)
 			return err
 		}},
+		{"its StatefulSet scaled to 0 (an ended app)", patchSts(r.names.StatefulSet, `{"spec":{"replicas":0}}`)},
+		{"a driver claim's label moved out of Spark's clean stop", patchClaim(
+			`{"metadata":{"labels":{"spark-app-selector":null,"`+contract.LabelClaimAppSelector+`":"spark-1"}}}`)},
 		{"its driver pod deleted (a restart)", func(ctx context.Context) error {
 			return ds.CoreV1().Pods(ns).Delete(ctx, r.names.DriverPodName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		}},
