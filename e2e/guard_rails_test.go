@@ -148,7 +148,7 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"gone","uid":"6c4bd1e6-0000-0000-0000-000000000000"}]}}`)},
 		{"a claim's labels changed", "driverset-guard-updates", patchClaim(`{"metadata":{"labels":{"app":"db"}}}`)},
 		{"a claim given another app's id", "driverset-guard-updates", patchClaim(
-			`{"metadata":{"labels":{"spark-app-selector":null,"`+contract.LabelClaimAppSelector+`":"spark-2"}}}`)},
+			`{"metadata":{"labels":{"spark-app-selector":null,"` + contract.LabelClaimAppSelector + `":"spark-2"}}}`)},
 		{"a pod's image changed", "driverset-guard-pods",
 			patchPod(ns, plain.Name, `{"spec":{"containers":[{"name":"web","image":"attacker/miner"}]}}`)},
 		{"a pod's labels changed", "driverset-guard-pods",
@@ -240,7 +240,7 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 		}},
 		{"its StatefulSet scaled to 0 (an ended app)", patchSts(r.names.StatefulSet, `{"spec":{"replicas":0}}`)},
 		{"a driver claim's label moved out of Spark's clean stop", patchClaim(
-			`{"metadata":{"labels":{"spark-app-selector":null,"`+contract.LabelClaimAppSelector+`":"spark-1"}}}`)},
+			`{"metadata":{"labels":{"spark-app-selector":null,"` + contract.LabelClaimAppSelector + `":"spark-1"}}}`)},
 		{"its driver pod deleted (a restart)", func(ctx context.Context) error {
 			return ds.CoreV1().Pods(ns).Delete(ctx, r.names.DriverPodName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		}},

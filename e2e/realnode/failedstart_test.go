@@ -91,36 +91,15 @@ func TestFailedStartThenCutOff(t *testing.T) {
 		t.Fatalf("the running driver was deleted or replaced after a failed start (%v)", err)
 	}
 
-	w := watchDrivers(t, ns, node)
-	if err := bed.cluster.PartitionNode(node); err != nil {
-		t.Fatal(err)
-	}
-	healed := false
-	t.Cleanup(func() {
-		if !healed {
-			_ = bed.cluster.HealNode(node)
-		}
-	})
-	second := runningDriver(t, s, string(first.UID), 3*time.Minute)
-	if second.Spec.NodeName == node {
-		t.Fatalf("the new driver runs on the cut-off node %s", node)
-	}
-	waitFor(t, 30*time.Second, "the new driver's process on "+second.Spec.NodeName, func(context.Context) (bool, error) {
-		return !w.started().IsZero(), nil
-	})
-	oldExit, newStart, overlap := w.stop()
-	if oldExit.IsZero() || overlap || !newStart.After(oldExit) {
+	c := cutOff(t, s, running)
+	if c.oldExit.IsZero() || c.overlap || !c.newStart.After(c.oldExit) {
 		t.Errorf("the new driver process started (%s) while the old one ran (ended %s, overlap %v)",
-			newStart.Format(time.StampMilli), oldExit.Format(time.StampMilli), overlap)
+			c.newStart.Format(time.StampMilli), c.oldExit.Format(time.StampMilli), c.overlap)
 	}
 	t.Logf("cut off %s: old driver process gone at %s, new one on %s at %s", node,
-		oldExit.Format(time.StampMilli), second.Spec.NodeName, newStart.Format(time.StampMilli))
-
-	if err := bed.cluster.HealNode(node); err != nil {
-		t.Fatal(err)
-	}
-	healed = true
-	waitLog(t, ns, second.Name, "registered from", 1, 2*time.Minute)
+		c.oldExit.Format(time.StampMilli), c.second.Spec.NodeName, c.newStart.Format(time.StampMilli))
+	c.heal(t)
+	waitLog(t, ns, c.second.Name, "registered from", 1, 2*time.Minute)
 	s.end(t, "0")
 	if res := s.Wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
@@ -153,7 +132,7 @@ func sparkServiceAccount(t *testing.T, ns, sa string) {
 	}
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: sa},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "configmaps", "services", "persistentvolumeclaims"}, Verbs: []string{"*"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "configmaps", "services", "persistentvolumeclaims"}, Verbs: []string{"*"}}},
 	}
 	if _, err := kube().RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

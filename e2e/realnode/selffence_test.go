@@ -67,27 +67,8 @@ func selfFenceOnce(t *testing.T, selfFence, wait time.Duration) bool {
 		t.Fatalf("the driver keeps no heartbeat Lease: %v", err)
 	}
 
-	// Watch the host's process table from before the cut: when the old driver's process goes, and
-	// when one appears on another node.
-	w := watchDrivers(t, ns, node)
-	partitioned := time.Now()
-	if err := bed.cluster.PartitionNode(node); err != nil {
-		t.Fatal(err)
-	}
-	healed := false
-	t.Cleanup(func() {
-		if !healed {
-			_ = bed.cluster.HealNode(node)
-		}
-	})
-	second := runningDriver(t, s, string(first.UID), 3*time.Minute)
-	if second.Spec.NodeName == node {
-		t.Fatalf("the new driver runs on the cut-off node %s", node)
-	}
-	waitFor(t, 30*time.Second, "the new driver's process on "+second.Spec.NodeName, func(context.Context) (bool, error) {
-		return !w.started().IsZero(), nil
-	})
-	oldExit, newStart, overlap := w.stop()
+	c := cutOff(t, s, first)
+	second, partitioned, oldExit, newStart, overlap := c.second, c.at, c.oldExit, c.newStart, c.overlap
 	t.Logf("cut off %s; old driver process gone after %.1fs (T %s); new driver process on %s after %.1fs (wait %s); overlap: %v",
 		node, oldExit.Sub(partitioned).Seconds(), selfFence, second.Spec.NodeName, newStart.Sub(partitioned).Seconds(), wait, overlap)
 	if oldExit.IsZero() {
@@ -104,16 +85,61 @@ func selfFenceOnce(t *testing.T, selfFence, wait time.Duration) bool {
 		t.Errorf("the new driver started %.1fs after the cut, before T plus the margin (%s) could have passed", early.Seconds(), wait)
 	}
 
-	if err := bed.cluster.HealNode(node); err != nil {
-		t.Fatal(err)
-	}
-	healed = true
+	c.heal(t)
 	waitLog(t, ns, second.Name, "registered from", 1, 2*time.Minute)
 	s.end(t, "0")
 	if res := s.Wait(t, 2*time.Minute); res.FinalPhase != corev1.PodSucceeded {
 		t.Errorf("spark-submit saw %s (phases %v), want Succeeded", res.FinalPhase, res.Phases)
 	}
 	return !overlap
+}
+
+// cut is what cutOff saw: the next incarnation, when the cut was made, and the host's process
+// table's account of the two drivers.
+type cut struct {
+	node              string
+	second            *corev1.Pod
+	at                time.Time
+	oldExit, newStart time.Time
+	overlap           bool
+	healed            bool
+}
+
+// cutOff partitions the node of first, s's running driver, watching the host's process table from
+// before the cut (when the old driver's process goes, and when one appears on another node), and
+// waits until the next incarnation runs on another node and its driver process is seen. The node
+// is healed at the test's end unless heal did it before.
+func cutOff(t *testing.T, s *submission, first *corev1.Pod) *cut {
+	t.Helper()
+	c := &cut{node: first.Spec.NodeName}
+	w := watchDrivers(t, s.app.Namespace, c.node)
+	c.at = time.Now()
+	if err := bed.cluster.PartitionNode(c.node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !c.healed {
+			_ = bed.cluster.HealNode(c.node)
+		}
+	})
+	c.second = runningDriver(t, s, string(first.UID), 3*time.Minute)
+	if c.second.Spec.NodeName == c.node {
+		t.Fatalf("the new driver runs on the cut-off node %s", c.node)
+	}
+	waitFor(t, 30*time.Second, "the new driver's process on "+c.second.Spec.NodeName, func(context.Context) (bool, error) {
+		return !w.started().IsZero(), nil
+	})
+	c.oldExit, c.newStart, c.overlap = w.stop()
+	return c
+}
+
+// heal joins the cut-off node to the network again.
+func (c *cut) heal(t *testing.T) {
+	t.Helper()
+	if err := bed.cluster.HealNode(c.node); err != nil {
+		t.Fatal(err)
+	}
+	c.healed = true
 }
 
 // bindHeartbeat does what the admin does once per namespace for self-fencing: the drivers'
