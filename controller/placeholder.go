@@ -130,6 +130,9 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		// "running") it is that restart, not a driver that runs.
 		outcome = recordedExit(driver, container)
 	}
+	// A failure after a healthy run starts a new run of failures: restart counts from 0 (decide
+	// judges it so too).
+	budget = forget(outcome, budget)
 	decision := decide(outcome, budget, r.now())
 
 	if decision.Action == Restart {
