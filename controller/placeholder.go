@@ -123,6 +123,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	invalid = joinWarnings(invalid, bounded)
 	budget := r.Budget
 	budget.Max = settings.MaxRestarts
+	budget.Window = settings.RestartWindow
 	budget.Used, budget.Restarted = restartsOf(&p)
 	outcome := outcomeOf(driver, container)
 	if driver != nil && driver.UID == budget.Restarted {

@@ -289,6 +289,77 @@ func TestReconcileRestartsThenFails(t *testing.T) {
 	}
 }
 
+// failAndRestart plays one failure of the running driver: it started at started, ran for ran and
+// exited 1; a minute later (every backoff elapsed) the controller decides. When it restarts, the
+// old pod goes and the next incarnation runs on node-a; it returns whether the app is still
+// Running.
+func (h *cluster) failAndRestart(started time.Time, ran time.Duration) bool {
+	h.t.Helper()
+	finished := started.Add(ran)
+	st := exitedStatus(1, finished)
+	st.ContainerStatuses[0].LastTerminationState.Terminated.StartedAt = metav1.NewTime(started)
+	h.setDriverStatus(st)
+	h.now = finished.Add(time.Minute)
+	h.reconcile()
+	if p := h.placeholder(); p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	h.stopped(h.names.DriverPodName())
+	h.startIncarnation("node-a")
+	h.setDriverStatus(runningStatus(h.now.Add(10 * time.Second)))
+	h.now = h.now.Add(20 * time.Second)
+	h.reconcile()
+	checkStatus(h.t, h.placeholder(), corev1.PodRunning, "running", true)
+	return true
+}
+
+// TestReconcileRestartWindowForgets: max-restarts 3 and the default restart window (1h). Five
+// failures, each after a run of a day, are each restarted as restart 1 with the first backoff: the
+// app keeps running.
+func TestReconcileRestartWindowForgets(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3"}, nil)
+	for i := range 5 {
+		if !h.failAndRestart(h.now, 24*time.Hour) {
+			t.Fatalf("failure %d after a day's run ended the app: %q", i+1, h.placeholder().Status.Message)
+		}
+		h.expectEvents([]string{"Warning Restarting", "Normal DriverRunning"}, map[string][]string{"Restarting": {"restart 1 of 3"}})
+		if got := h.placeholder().Annotations[contract.AnnotationRestarts]; got != "1" {
+			t.Errorf("after failure %d: restarts = %q, want 1 (the run of failures begun by it)", i+1, got)
+		}
+	}
+}
+
+// TestReconcileRestartWindowStillCounts: max-restarts 3, the default window; four failures, each
+// 5 minutes after its start, end the app Failed after 3 restarts.
+func TestReconcileRestartWindowStillCounts(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3"}, nil)
+	for i := range 3 {
+		if !h.failAndRestart(h.now, 5*time.Minute) {
+			t.Fatalf("quick failure %d ended the app", i+1)
+		}
+	}
+	if h.failAndRestart(h.now, 5*time.Minute) {
+		t.Fatalf("the 4th quick failure was restarted: %q", h.placeholder().Status.Message)
+	}
+	if got := h.placeholder().Annotations[contract.AnnotationRestarts]; got != "3" {
+		t.Errorf("restarts = %q after the final failure, want 3", got)
+	}
+}
+
+// TestReconcileRestartWindowZeroNeverForgets: restart-window 0 is the lifetime budget of before:
+// the 4th failure ends the app, however long each run was.
+func TestReconcileRestartWindowZeroNeverForgets(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3", contract.AnnotationRestartWindow: "0"}, nil)
+	for i := range 3 {
+		if !h.failAndRestart(h.now, 24*time.Hour) {
+			t.Fatalf("failure %d ended the app", i+1)
+		}
+	}
+	if h.failAndRestart(h.now, 24*time.Hour) {
+		t.Fatalf("the 4th failure was restarted with restart-window 0: %q", h.placeholder().Status.Message)
+	}
+}
+
 // TestReconcileRestartedDriverWhileTerminating: between driverset's deletion of a failed incarnation
 // and its kubelet confirming the stop, the old pod still exists (Terminating) with its idle wrap
 // "running". The placeholder must keep saying the driver is restarting, not that it runs.
