@@ -38,6 +38,10 @@ const (
 	// (AnnotationRestartWindow). Every restart is also an Event and counted by the
 	// driverset_driver_restarts_total metric.
 	AnnotationRestarts = "driverset.dev/restarts"
+	// AnnotationRestartsTotal counts, on the placeholder, every process-failure restart of the
+	// app's life; it never goes down, and the placeholder's restartCount shows it. An app first
+	// restarted by a driverset without it has its lifetime count in AnnotationRestarts.
+	AnnotationRestartsTotal = "driverset.dev/restarts-total"
 	// AnnotationRestartedIncarnation is the UID of the last driver pod that driverset replaced after a
 	// process failure, so that one failure is never counted twice.
 	AnnotationRestartedIncarnation = "driverset.dev/restarted-incarnation"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -322,10 +323,44 @@ func TestReconcileRestartWindowForgets(t *testing.T) {
 		if !h.failAndRestart(h.now, 24*time.Hour) {
 			t.Fatalf("failure %d after a day's run ended the app: %q", i+1, h.placeholder().Status.Message)
 		}
-		h.expectEvents([]string{"Warning Restarting", "Normal DriverRunning"}, map[string][]string{"Restarting": {"restart 1 of 3"}})
-		if got := h.placeholder().Annotations[contract.AnnotationRestarts]; got != "1" {
+		notes := []string{"restart 1 of 3"}
+		if i > 0 {
+			notes = append(notes, "after a run of 24h0m0s", "1 restart(s) before forgotten", "restart-window 1h")
+		}
+		h.expectEvents([]string{"Warning Restarting", "Normal DriverRunning"}, map[string][]string{"Restarting": notes})
+		p := h.placeholder()
+		if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
 			t.Errorf("after failure %d: restarts = %q, want 1 (the run of failures begun by it)", i+1, got)
 		}
+		// What never goes down: the total, and the placeholder's restartCount, as a kubelet's.
+		if got, want := p.Annotations[contract.AnnotationRestartsTotal], strconv.Itoa(i+1); got != want {
+			t.Errorf("after failure %d: restarts-total = %q, want %s", i+1, got, want)
+		}
+		if cs := containerStatus(p.Status, contract.DriverContainerName); cs.RestartCount != int32(i+1) {
+			t.Errorf("after failure %d: placeholder restartCount = %d, want %d", i+1, cs.RestartCount, i+1)
+		}
+	}
+}
+
+// TestReconcileRestartsTotalFromBefore: an app restarted by a driverset without restarts-total
+// has its lifetime count in restarts; the total goes on from there.
+func TestReconcileRestartsTotalFromBefore(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3"}, nil)
+	p := h.placeholder()
+	p.Annotations[contract.AnnotationRestarts] = "2"
+	p.Annotations[contract.AnnotationRestartedIncarnation] = "an-earlier-incarnation"
+	if err := h.c.Update(h.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if !h.failAndRestart(h.now, 24*time.Hour) {
+		t.Fatal("a failure after a day's run ended the app")
+	}
+	p = h.placeholder()
+	if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
+		t.Errorf("restarts = %q, want 1", got)
+	}
+	if got := p.Annotations[contract.AnnotationRestartsTotal]; got != "3" {
+		t.Errorf("restarts-total = %q, want 3 (the 2 of before and this one)", got)
 	}
 }
 

@@ -56,8 +56,8 @@ func SettingsOf(pod *corev1.Pod) (Settings, error) {
 		if err != nil || d != 0 && (d < MinRestartWindow || d > MaxRestartWindow) {
 			return Settings{}, notConvertible(pod, "annotation %s=%q is not 0 or a duration from %s to %s such as %q "+
 				"(a driver that ran this long before it failed has its restarts forgotten; 0 never forgets)",
-				contract.AnnotationRestartWindow, v, shortDuration(MinRestartWindow), shortDuration(MaxRestartWindow),
-				shortDuration(contract.DefaultRestartWindow))
+				contract.AnnotationRestartWindow, v, ShortDuration(MinRestartWindow), ShortDuration(MaxRestartWindow),
+				ShortDuration(contract.DefaultRestartWindow))
 		}
 		s.RestartWindow = d
 	}
@@ -110,8 +110,8 @@ func parseSelfFence(v string) (time.Duration, error) {
 	return d, err
 }
 
-// shortDuration is d as a user writes it: "1h", not "1h0m0s".
-func shortDuration(d time.Duration) string {
+// ShortDuration is d as a user writes it: "1h", not "1h0m0s".
+func ShortDuration(d time.Duration) string {
 	out := d.String()
 	for _, zero := range []string{"0s", "0m"} {
 		if len(out) > len(zero) {
