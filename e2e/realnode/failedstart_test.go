@@ -153,7 +153,7 @@ func sparkServiceAccount(t *testing.T, ns, sa string) {
 	}
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: sa},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "configmaps", "services", "persistentvolumeclaims"}, Verbs: []string{"*"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "configmaps", "services", "persistentvolumeclaims"}, Verbs: []string{"*"}}},
 	}
 	if _, err := kube().RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
