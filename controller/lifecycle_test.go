@@ -478,3 +478,26 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartWindowProperty: for every max-restarts of 1 or more and any count so far, a failure
+// after a healthy run is never final and waits at most the first backoff; with the same count, a
+// failure after a short run is final exactly when the count has reached max-restarts.
+func TestRestartWindowProperty(t *testing.T) {
+	const uid = types.UID("incarnation-9")
+	for maxR := 1; maxR <= 5; maxR++ {
+		for used := 0; used <= maxR+2; used++ {
+			for _, ran := range []time.Duration{0, time.Second, 59 * time.Minute, time.Hour, 30 * 24 * time.Hour} {
+				b := Budget{Max: maxR, Used: used, Window: time.Hour, Restarted: "incarnation-8", Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
+				o := Outcome{Exited: true, Code: 1, StartedAt: t0.Add(-ran), FinishedAt: t0, PodUID: uid}
+				d := decide(o, b, t0)
+				healthy := ran >= time.Hour
+				switch {
+				case healthy && (d.Action != Wait || d.After != b.Backoff):
+					t.Errorf("max %d, used %d, ran %s: %+v, want a wait of the first backoff", maxR, used, ran, d)
+				case !healthy && (d.Action == Fail) != (used >= maxR):
+					t.Errorf("max %d, used %d, ran %s: %+v, want Fail exactly when used ≥ max", maxR, used, ran, d)
+				}
+			}
+		}
+	}
+}
