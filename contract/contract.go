@@ -33,8 +33,15 @@ const (
 	// AnnotationResources keeps, on the placeholder, the real resources of each container that the
 	// webhook shrank (JSON, see convert.ContainerResources); the StatefulSet's template restores them.
 	AnnotationResources = "driverset.dev/resources"
-	// AnnotationRestarts counts, on the placeholder, the process-failure restarts made so far.
+	// AnnotationRestarts counts, on the placeholder, the process-failure restarts of the current
+	// run of failures: it starts again from 1 at a failure after a healthy run
+	// (AnnotationRestartWindow). Every restart is also an Event and counted by the
+	// driverset_driver_restarts_total metric.
 	AnnotationRestarts = "driverset.dev/restarts"
+	// AnnotationRestartsTotal counts, on the placeholder, every process-failure restart of the
+	// app's life; it never goes down, and the placeholder's restartCount shows it. An app first
+	// restarted by a driverset without it has its lifetime count in AnnotationRestarts.
+	AnnotationRestartsTotal = "driverset.dev/restarts-total"
 	// AnnotationRestartedIncarnation is the UID of the last driver pod that driverset replaced after a
 	// process failure, so that one failure is never counted twice.
 	AnnotationRestartedIncarnation = "driverset.dev/restarted-incarnation"
@@ -57,6 +64,23 @@ const (
 	// AnnotationMaxRestarts: process-failure restarts allowed; node-loss recoveries are not counted.
 	AnnotationMaxRestarts = "driverset.dev/max-restarts"
 	DefaultMaxRestarts    = 3
+	// AnnotationRestartWindow: a driver that ran at least this long before it failed had a healthy
+	// run, so its failure starts a new run of failures: the restarts counted before are forgotten
+	// (max-restarts is the budget of one run of failures) and the backoff starts again from the
+	// first delay. "0" never forgets (max-restarts is a lifetime budget, as before this knob).
+	AnnotationRestartWindow = "driverset.dev/restart-window"
+	// DefaultRestartWindow suits a stream that runs for months: a driver that crash-loops (a bad
+	// --conf, a missing class or table, an OOM at startup or on its first batches) fails within
+	// minutes of each start, well inside an hour, and still exhausts max-restarts, while the
+	// transient failures of a long run (a broker blip, object-store throttling) come hours or
+	// days apart, each after an hour of healthy running, and are each restarted. An hour is also
+	// far above the longest backoff (5 min by default), so the window is not consumed by waiting.
+	// YARN's spark.yarn.am.attemptFailuresValidityInterval is off by default (a lifetime budget,
+	// this knob's "0"); Flink's failure-rate restart strategy counts failures within an interval,
+	// which is the behaviour a streaming job needs, hence a default that is on. The cost: a batch
+	// job that fails the same way after more than an hour, every time, is restarted until it is
+	// stopped; set 0 for such jobs.
+	DefaultRestartWindow = time.Hour
 	// AnnotationEntrypoint: the image's entrypoint, used when the driver container has no command.
 	AnnotationEntrypoint = "driverset.dev/entrypoint"
 	DefaultEntrypoint    = "/opt/entrypoint.sh"

@@ -386,15 +386,20 @@ func runningStatus(since time.Time) corev1.PodStatus {
 	}
 }
 
-// exitedStatus: wrap recorded code at finished and was restarted by the kubelet to idle.
+// quickRun is how long the driver of exitedStatus ran: well inside the default restart window,
+// so each such failure is counted.
+const quickRun = 5 * time.Minute
+
+// exitedStatus: wrap recorded code at finished, after a run of quickRun, and was restarted by the
+// kubelet to idle.
 func exitedStatus(code int, finished time.Time) corev1.PodStatus {
-	st := runningStatus(finished.Add(-time.Hour))
+	st := runningStatus(finished.Add(-quickRun))
 	cs := &st.ContainerStatuses[0]
 	cs.RestartCount = 1
 	cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(finished.Add(time.Second))}}
 	cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: int32(code), Reason: "Error", Message: wrap.TerminationMessage(code, ""),
-		StartedAt: metav1.NewTime(finished.Add(-time.Hour)), FinishedAt: metav1.NewTime(finished),
+		StartedAt: metav1.NewTime(finished.Add(-quickRun)), FinishedAt: metav1.NewTime(finished),
 	}}
 	return st
 }

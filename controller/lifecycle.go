@@ -13,8 +13,11 @@ import (
 // Outcome is what the driver recorded in one incarnation of the StatefulSet's pod.
 type Outcome struct {
 	// Exited is true once `driverset wrap` has recorded the driver's exit in this pod.
-	Exited     bool
-	Code       int
+	Exited bool
+	Code   int
+	// StartedAt is when the driver of this incarnation started (the terminated container's
+	// startedAt: wrap runs the driver once per container start); zero when not known.
+	StartedAt  time.Time
 	FinishedAt time.Time
 	// PodUID is the incarnation the outcome belongs to.
 	PodUID types.UID
@@ -179,7 +182,7 @@ func recordedExit(pod *corev1.Pod, container string) Outcome {
 		if recorded, ok := wrap.ParseTerminationMessage(t.Message); ok {
 			code = recorded
 		}
-		return Outcome{Exited: true, Code: code, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}
+		return Outcome{Exited: true, Code: code, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}
 	}
 	return Outcome{}
 }
@@ -260,10 +263,16 @@ type Budget struct {
 	Restarted types.UID
 	// Backoff is the delay before the first restart; it doubles with each restart, up to MaxBackoff.
 	Backoff, MaxBackoff time.Duration
+	// Window (contract.AnnotationRestartWindow): a failure after the driver had run at least this
+	// long starts a new run of failures, so Used is forgotten and the backoff starts again; 0
+	// never forgets.
+	Window time.Duration
 }
 
-// decide is the driver lifecycle (docs/design.md#lifecycle-decisions) as a pure function.
+// decide is the driver lifecycle (docs/design.md#lifecycle-decisions) as a pure function. A
+// failure after a healthy run is judged with the budget forget gives it.
 func decide(o Outcome, b Budget, now time.Time) Decision {
+	b = forget(o, b)
 	switch {
 	case !o.Exited:
 		return Decision{Action: Observe}
@@ -291,4 +300,24 @@ func backoff(b Budget) time.Duration {
 		d *= 2
 	}
 	return min(d, b.MaxBackoff)
+}
+
+// forget is b as it counts o: when o is a failure not counted yet (nor a self-fencing, which is
+// never counted) that ended a run of at least b.Window, the restarts counted before are forgotten
+// (Used 0) and with them the doubled backoff. A run of failures is thus one in which no
+// incarnation ran for the window; a stream that runs for months is restarted after every
+// transient failure, while one that crashes soon after each start still uses up max-restarts.
+// Everything it needs is in the failed incarnation's own record, so a controller restarted
+// between the failure and the restart decides the same.
+func forget(o Outcome, b Budget) Budget {
+	if b.Window > 0 && o.Exited && o.Code != 0 && !o.SelfFenced && o.PodUID != b.Restarted && healthyRun(o, b.Window) {
+		b.Used = 0
+	}
+	return b
+}
+
+// healthyRun reports whether o's incarnation ran for at least window before it exited (false when
+// its start is not known).
+func healthyRun(o Outcome, window time.Duration) bool {
+	return !o.StartedAt.IsZero() && !o.FinishedAt.IsZero() && o.FinishedAt.Sub(o.StartedAt) >= window
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -350,6 +351,111 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideRestartWindow: a failure after a run of at least the restart window (a healthy run)
+// starts a new run of failures: the restarts counted before are forgotten and the backoff is the
+// first one again. Failures close together are still counted to max-restarts.
+func TestDecideRestartWindow(t *testing.T) {
+	const uid = types.UID("incarnation-2")
+	// exit: code 1, ago before t0, after the incarnation ran for ran.
+	exit := func(ago, ran time.Duration) Outcome {
+		finished := t0.Add(-ago)
+		return Outcome{Exited: true, Code: 1, StartedAt: finished.Add(-ran), FinishedAt: finished, PodUID: uid}
+	}
+	budget := func(max, used int, window time.Duration) Budget {
+		return Budget{Max: max, Used: used, Window: window, Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
+	}
+	cases := []struct {
+		name    string
+		outcome Outcome
+		budget  Budget
+		want    Decision
+	}{
+		{name: "budget used up, the failed run was longer than the window: restart, count forgotten",
+			outcome: exit(time.Minute, 2*time.Hour), budget: budget(3, 3, time.Hour), want: Decision{Action: Restart}},
+		{name: "a run of exactly the window is healthy",
+			outcome: exit(time.Minute, time.Hour), budget: budget(3, 3, time.Hour), want: Decision{Action: Restart}},
+		{name: "budget used up, a short run: fail as before",
+			outcome: exit(time.Minute, 59*time.Minute), budget: budget(3, 3, time.Hour), want: Decision{Action: Fail}},
+		{name: "window 0 never forgets, however long the run",
+			outcome: exit(time.Minute, 1000*time.Hour), budget: budget(3, 3, 0), want: Decision{Action: Fail}},
+		{name: "no start time known: counted",
+			outcome: Outcome{Exited: true, Code: 1, FinishedAt: t0.Add(-time.Minute), PodUID: uid}, budget: budget(3, 3, time.Hour), want: Decision{Action: Fail}},
+		{name: "backoff resets after a healthy run: the first 10s, not 80s",
+			outcome: exit(4*time.Second, 2*time.Hour), budget: budget(5, 3, time.Hour), want: Decision{Action: Wait, After: 6 * time.Second}},
+		{name: "a short run keeps the doubled backoff",
+			outcome: exit(4*time.Second, time.Minute), budget: budget(5, 3, time.Hour), want: Decision{Action: Wait, After: 76 * time.Second}},
+		{name: "max-restarts 0: the first failure is final even after a healthy run",
+			outcome: exit(time.Minute, 2*time.Hour), budget: budget(0, 0, time.Hour), want: Decision{Action: Fail}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decide(tc.outcome, tc.budget, t0); got != tc.want {
+				t.Errorf("decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestForgetOnlyAnUncountedFailure: the incarnation already counted keeps the count it was
+// counted with (a reconcile after the restart was recorded must not reset it again), and a
+// self-fenced stop, not counted, forgets nothing.
+func TestForgetOnlyAnUncountedFailure(t *testing.T) {
+	const uid = types.UID("incarnation-2")
+	long := Outcome{Exited: true, Code: 1, StartedAt: t0.Add(-3 * time.Hour), FinishedAt: t0.Add(-time.Hour), PodUID: uid}
+	b := Budget{Max: 3, Used: 2, Window: time.Hour, Restarted: "incarnation-1"}
+	if got := forget(long, b); got.Used != 0 {
+		t.Errorf("forget(healthy run) Used = %d, want 0", got.Used)
+	}
+	counted := b
+	counted.Restarted = uid
+	if got := forget(long, counted); got.Used != 2 {
+		t.Errorf("forget(counted incarnation) Used = %d, want 2 (unchanged)", got.Used)
+	}
+	fenced := long
+	fenced.SelfFenced = true
+	if got := forget(fenced, b); got.Used != 2 {
+		t.Errorf("forget(self-fenced) Used = %d, want 2 (unchanged)", got.Used)
+	}
+	success := long
+	success.Code = 0
+	if got := forget(success, b); got.Used != 2 {
+		t.Errorf("forget(exit 0) Used = %d, want 2 (unchanged)", got.Used)
+	}
+}
+
+// TestRestartWindowSequence plays five failures, each after a healthy run, with max-restarts 3:
+// every one is restarted; four quick failures end the app.
+func TestRestartWindowSequence(t *testing.T) {
+	play := func(ran time.Duration, failures int) (restarts int, failed bool) {
+		b := Budget{Max: 3, Window: time.Hour, Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
+		start := t0
+		for i := range failures {
+			uid := types.UID(fmt.Sprintf("incarnation-%d", i))
+			o := Outcome{Exited: true, Code: 1, StartedAt: start, FinishedAt: start.Add(ran), PodUID: uid}
+			now := o.FinishedAt.Add(10 * time.Minute) // every backoff elapsed
+			switch d := decide(o, b, now); d.Action {
+			case Restart:
+				b = forget(o, b)
+				b.Used++
+				b.Restarted = uid
+				restarts++
+			case Fail:
+				return restarts, true
+			default:
+				t.Fatalf("failure %d: decision %+v, want Restart or Fail", i+1, d)
+			}
+			start = now
+		}
+		return restarts, false
+	}
+	if restarts, failed := play(3*time.Hour, 5); failed || restarts != 5 {
+		t.Errorf("5 failures after healthy runs: %d restarts, failed %v; want 5 restarts, not failed", restarts, failed)
+	}
+	if restarts, failed := play(time.Minute, 4); !failed || restarts != 3 {
+		t.Errorf("4 quick failures: %d restarts, failed %v; want 3 restarts, then failed", restarts, failed)
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	cases := []struct {
 		backoff, max time.Duration
@@ -369,6 +475,29 @@ func TestBackoff(t *testing.T) {
 		b := Budget{Used: tc.used, Backoff: tc.backoff, MaxBackoff: tc.max}
 		if got := backoff(b); got != tc.want {
 			t.Errorf("backoff(%s·2^%d, cap %s) = %s, want %s", tc.backoff, tc.used, tc.max, got, tc.want)
+		}
+	}
+}
+
+// TestRestartWindowProperty: for every max-restarts of 1 or more and any count so far, a failure
+// after a healthy run is never final and waits at most the first backoff; with the same count, a
+// failure after a short run is final exactly when the count has reached max-restarts.
+func TestRestartWindowProperty(t *testing.T) {
+	const uid = types.UID("incarnation-9")
+	for maxR := 1; maxR <= 5; maxR++ {
+		for used := 0; used <= maxR+2; used++ {
+			for _, ran := range []time.Duration{0, time.Second, 59 * time.Minute, time.Hour, 30 * 24 * time.Hour} {
+				b := Budget{Max: maxR, Used: used, Window: time.Hour, Restarted: "incarnation-8", Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
+				o := Outcome{Exited: true, Code: 1, StartedAt: t0.Add(-ran), FinishedAt: t0, PodUID: uid}
+				d := decide(o, b, t0)
+				healthy := ran >= time.Hour
+				switch {
+				case healthy && (d.Action != Wait || d.After != b.Backoff):
+					t.Errorf("max %d, used %d, ran %s: %+v, want a wait of the first backoff", maxR, used, ran, d)
+				case !healthy && (d.Action == Fail) != (used >= maxR):
+					t.Errorf("max %d, used %d, ran %s: %+v, want Fail exactly when used ≥ max", maxR, used, ran, d)
+				}
+			}
 		}
 	}
 }

@@ -97,7 +97,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			return ctrl.Result{}, nil
 		}
 		used, _ := restartsOf(&p)
-		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Restarts: used, Blocked: refused.Error()})
+		return ctrl.Result{RequeueAfter: retryRefused}, r.writeStatus(ctx, &p, View{Container: container, Restarts: used, TotalRestarts: totalRestartsOf(&p), Blocked: refused.Error()})
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -123,6 +123,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	invalid = joinWarnings(invalid, bounded)
 	budget := r.Budget
 	budget.Max = settings.MaxRestarts
+	budget.Window = settings.RestartWindow
 	budget.Used, budget.Restarted = restartsOf(&p)
 	outcome := outcomeOf(driver, container)
 	if driver != nil && driver.UID == budget.Restarted {
@@ -130,15 +131,19 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		// "running") it is that restart, not a driver that runs.
 		outcome = recordedExit(driver, container)
 	}
+	// A failure after a healthy run starts a new run of failures: restart counts from 0 (decide
+	// judges it so too).
+	counted := budget.Used
+	budget = forget(outcome, budget)
 	decision := decide(outcome, budget, r.now())
 
 	if decision.Action == Restart {
-		if err := r.restart(ctx, &p, driver, outcome, &budget); err != nil {
+		if err := r.restart(ctx, &p, driver, outcome, &budget, counted-budget.Used); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 
-	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used, Invalid: invalid}
+	view := View{Driver: driver, Container: container, Decision: decision, Outcome: outcome, Restarts: budget.Used, TotalRestarts: totalRestartsOf(&p), Invalid: invalid}
 	var requeue time.Duration
 	if decision.Action == Observe && (driver == nil || driver.UID != budget.Restarted) {
 		step, err := r.trackLoss(ctx, &p, driver, settings.FenceAfter)
@@ -182,25 +187,33 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 
 // restart counts the failed incarnation (once) and deletes it, so that the StatefulSet makes a
 // new one: a new UID, so the garbage collector removes the old incarnation's executors. One left
-// Terminating on a node that died is force-deleted.
-func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcome Outcome, budget *Budget) error {
+// Terminating on a node that died is force-deleted. forgotten is how many restarts counted before
+// the failure forget let go (its healthy run), for the Event.
+func (r *Placeholder) restart(ctx context.Context, p, driver *corev1.Pod, outcome Outcome, budget *Budget, forgotten int) error {
+	total := totalRestartsOf(p)
 	if outcome.SelfFenced && outcome.PodUID != budget.Restarted {
 		// wrap stopped the driver for want of a heartbeat (an apiserver out of reach for T): a
 		// node-loss recovery, not the driver's failure; the incarnation is noted, not counted.
-		if err := r.recordRestart(ctx, p, budget.Used, outcome.PodUID); err != nil {
+		if err := r.recordRestart(ctx, p, budget.Used, total, outcome.PodUID); err != nil {
 			return err
 		}
 		r.event(p, driver, corev1.EventTypeWarning, "SelfFenced",
 			"the driver in pod %s was stopped by driverset wrap: its heartbeat could not be renewed; starting a new incarnation (not counted as a restart)", podRef(driver))
 	} else if outcome.PodUID != budget.Restarted {
 		budget.Used++
-		if err := r.recordRestart(ctx, p, budget.Used, outcome.PodUID); err != nil {
+		if err := r.recordRestart(ctx, p, budget.Used, total+1, outcome.PodUID); err != nil {
 			return err
 		}
 		r.Metrics.restarted()
+		var note string
+		if forgotten > 0 {
+			note = fmt.Sprintf("; after a run of %s, at least %s %s, the %d restart(s) before forgotten",
+				outcome.FinishedAt.Sub(outcome.StartedAt).Round(time.Second), contract.AnnotationRestartWindow,
+				convert.ShortDuration(budget.Window), forgotten)
+		}
 		r.event(p, driver, corev1.EventTypeWarning, "Restarting",
-			"the driver exited with code %d in pod %s; starting a new incarnation (restart %d of %d)",
-			outcome.Code, podRef(driver), budget.Used, budget.Max)
+			"the driver exited with code %d in pod %s; starting a new incarnation (restart %d of %d%s)",
+			outcome.Code, podRef(driver), budget.Used, budget.Max, note)
 	}
 	opts := []client.DeleteOption{client.Preconditions{UID: &outcome.PodUID}}
 	if driver.DeletionTimestamp != nil {
@@ -407,12 +420,15 @@ func (r *Placeholder) correctReplicas(ctx context.Context, p *corev1.Pod, sts *a
 
 // recordRestart counts a restart on P before the pod is deleted, under optimistic locking, so a
 // crash between the two never loses or doubles a count.
-func (r *Placeholder) recordRestart(ctx context.Context, p *corev1.Pod, used int, uid types.UID) error {
+func (r *Placeholder) recordRestart(ctx context.Context, p *corev1.Pod, used, total int, uid types.UID) error {
 	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
 	p.Annotations[contract.AnnotationRestarts] = strconv.Itoa(used)
+	if total > 0 {
+		p.Annotations[contract.AnnotationRestartsTotal] = strconv.Itoa(total)
+	}
 	p.Annotations[contract.AnnotationRestartedIncarnation] = string(uid)
 	return r.Client.Patch(ctx, p, patch)
 }
@@ -472,6 +488,14 @@ func (r *Placeholder) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+// totalRestartsOf is P's count of every process-failure restart of its life. An app restarted by
+// a driverset before the total existed has its lifetime count in the restarts annotation.
+func totalRestartsOf(p *corev1.Pod) int {
+	total, _ := strconv.Atoi(p.Annotations[contract.AnnotationRestartsTotal])
+	used, _ := restartsOf(p)
+	return max(total, used)
 }
 
 // restartsOf reads P's restart count and the incarnation last restarted.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +287,111 @@ func TestReconcileRestartsThenFails(t *testing.T) {
 	h.expectEvents(nil, nil)
 	if again := h.placeholder(); again.ResourceVersion != p.ResourceVersion {
 		t.Error("a Failed placeholder was written again")
+	}
+}
+
+// failAndRestart plays one failure of the running driver: it started at started, ran for ran and
+// exited 1; a minute later (every backoff elapsed) the controller decides. When it restarts, the
+// old pod goes and the next incarnation runs on node-a; it returns whether the app is still
+// Running.
+func (h *cluster) failAndRestart(started time.Time, ran time.Duration) bool {
+	h.t.Helper()
+	finished := started.Add(ran)
+	st := exitedStatus(1, finished)
+	st.ContainerStatuses[0].LastTerminationState.Terminated.StartedAt = metav1.NewTime(started)
+	h.setDriverStatus(st)
+	h.now = finished.Add(time.Minute)
+	h.reconcile()
+	if p := h.placeholder(); p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	h.stopped(h.names.DriverPodName())
+	h.startIncarnation("node-a")
+	h.setDriverStatus(runningStatus(h.now.Add(10 * time.Second)))
+	h.now = h.now.Add(20 * time.Second)
+	h.reconcile()
+	checkStatus(h.t, h.placeholder(), corev1.PodRunning, "running", true)
+	return true
+}
+
+// TestReconcileRestartWindowForgets: max-restarts 3 and the default restart window (1h). Five
+// failures, each after a run of a day, are each restarted as restart 1 with the first backoff: the
+// app keeps running.
+func TestReconcileRestartWindowForgets(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3"}, nil)
+	for i := range 5 {
+		if !h.failAndRestart(h.now, 24*time.Hour) {
+			t.Fatalf("failure %d after a day's run ended the app: %q", i+1, h.placeholder().Status.Message)
+		}
+		notes := []string{"restart 1 of 3"}
+		if i > 0 {
+			notes = append(notes, "after a run of 24h0m0s", "1 restart(s) before forgotten", "restart-window 1h")
+		}
+		h.expectEvents([]string{"Warning Restarting", "Normal DriverRunning"}, map[string][]string{"Restarting": notes})
+		p := h.placeholder()
+		if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
+			t.Errorf("after failure %d: restarts = %q, want 1 (the run of failures begun by it)", i+1, got)
+		}
+		// What never goes down: the total, and the placeholder's restartCount, as a kubelet's.
+		if got, want := p.Annotations[contract.AnnotationRestartsTotal], strconv.Itoa(i+1); got != want {
+			t.Errorf("after failure %d: restarts-total = %q, want %s", i+1, got, want)
+		}
+		if cs := containerStatus(p.Status, contract.DriverContainerName); cs.RestartCount != int32(i+1) {
+			t.Errorf("after failure %d: placeholder restartCount = %d, want %d", i+1, cs.RestartCount, i+1)
+		}
+	}
+}
+
+// TestReconcileRestartsTotalFromBefore: an app restarted by a driverset without restarts-total
+// has its lifetime count in restarts; the total goes on from there.
+func TestReconcileRestartsTotalFromBefore(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3"}, nil)
+	p := h.placeholder()
+	p.Annotations[contract.AnnotationRestarts] = "2"
+	p.Annotations[contract.AnnotationRestartedIncarnation] = "an-earlier-incarnation"
+	if err := h.c.Update(h.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if !h.failAndRestart(h.now, 24*time.Hour) {
+		t.Fatal("a failure after a day's run ended the app")
+	}
+	p = h.placeholder()
+	if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
+		t.Errorf("restarts = %q, want 1", got)
+	}
+	if got := p.Annotations[contract.AnnotationRestartsTotal]; got != "3" {
+		t.Errorf("restarts-total = %q, want 3 (the 2 of before and this one)", got)
+	}
+}
+
+// TestReconcileRestartWindowStillCounts: max-restarts 3, the default window; four failures, each
+// 5 minutes after its start, end the app Failed after 3 restarts.
+func TestReconcileRestartWindowStillCounts(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3"}, nil)
+	for i := range 3 {
+		if !h.failAndRestart(h.now, 5*time.Minute) {
+			t.Fatalf("quick failure %d ended the app", i+1)
+		}
+	}
+	if h.failAndRestart(h.now, 5*time.Minute) {
+		t.Fatalf("the 4th quick failure was restarted: %q", h.placeholder().Status.Message)
+	}
+	if got := h.placeholder().Annotations[contract.AnnotationRestarts]; got != "3" {
+		t.Errorf("restarts = %q after the final failure, want 3", got)
+	}
+}
+
+// TestReconcileRestartWindowZeroNeverForgets: restart-window 0 is the lifetime budget of before:
+// the 4th failure ends the app, however long each run was.
+func TestReconcileRestartWindowZeroNeverForgets(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "3", contract.AnnotationRestartWindow: "0"}, nil)
+	for i := range 3 {
+		if !h.failAndRestart(h.now, 24*time.Hour) {
+			t.Fatalf("failure %d ended the app", i+1)
+		}
+	}
+	if h.failAndRestart(h.now, 24*time.Hour) {
+		t.Fatalf("the 4th failure was restarted with restart-window 0: %q", h.placeholder().Status.Message)
 	}
 }
 

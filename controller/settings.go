@@ -17,12 +17,15 @@ import (
 // liveKnobs are the knobs a user may change on a running app: read on every reconcile. (The
 // entrypoint is built into the StatefulSet when it is made.)
 func liveKnobs() []string {
-	return []string{contract.AnnotationMaxRestarts, contract.AnnotationFenceAfter}
+	return []string{contract.AnnotationMaxRestarts, contract.AnnotationRestartWindow, contract.AnnotationFenceAfter}
 }
 
 // Effective are the settings the controller acts on for one driver.
 type Effective struct {
 	MaxRestarts int
+	// RestartWindow: the driver's annotation when set (0 never forgets), else the default, also for
+	// an app admitted before the knob existed.
+	RestartWindow time.Duration
 	// FenceAfter: the driver's annotation when set (0 turns fencing off), else the cluster's.
 	FenceAfter time.Duration
 }
@@ -32,7 +35,7 @@ type Effective struct {
 // the value admitted (remembered on the StatefulSet when it was made), else the default, and is
 // named in the returned warning.
 func effectiveSettings(current, admitted map[string]string, clusterFenceAfter time.Duration) (Effective, string) {
-	e := Effective{MaxRestarts: contract.DefaultMaxRestarts, FenceAfter: clusterFenceAfter}
+	e := Effective{MaxRestarts: contract.DefaultMaxRestarts, RestartWindow: contract.DefaultRestartWindow, FenceAfter: clusterFenceAfter}
 	var invalid []string
 	for _, key := range liveKnobs() {
 		v, ok := current[key]
@@ -52,6 +55,8 @@ func effectiveSettings(current, admitted map[string]string, clusterFenceAfter ti
 		switch key {
 		case contract.AnnotationMaxRestarts:
 			e.MaxRestarts = s.MaxRestarts
+		case contract.AnnotationRestartWindow:
+			e.RestartWindow = s.RestartWindow
 		case contract.AnnotationFenceAfter:
 			e.FenceAfter = s.FenceAfter
 		}

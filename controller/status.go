@@ -25,8 +25,11 @@ type View struct {
 	// Decision about Driver's outcome, and the outcome itself.
 	Decision Decision
 	Outcome  Outcome
-	// Restarts made so far (process failures only).
+	// Restarts made so far in the current run of failures (process failures only; a failure after
+	// a healthy run begins a new run, see forget).
 	Restarts int
+	// TotalRestarts made over the app's life: the placeholder's restartCount, which never goes down.
+	TotalRestarts int
 	// Note, when set, is appended to the message (e.g. why a lost node's pod is waited for).
 	Note string
 	// Invalid, when set, names the driver's annotations that are invalid and ignored.
@@ -49,7 +52,7 @@ func placeholderStatus(cur corev1.PodStatus, v View) corev1.PodStatus {
 		StartTime: cur.StartTime,
 		QOSClass:  cur.QOSClass,
 	}
-	cs := corev1.ContainerStatus{Name: v.Container, RestartCount: int32(v.Restarts)}
+	cs := corev1.ContainerStatus{Name: v.Container, RestartCount: int32(max(v.Restarts, v.TotalRestarts))}
 	var driverCS *corev1.ContainerStatus
 	if v.Driver != nil {
 		for i := range v.Driver.Status.ContainerStatuses {

@@ -72,6 +72,14 @@ func TestCheck(t *testing.T) {
 			reason: `annotation driverset.dev/fence-after="120" is not a duration of 0 or more such as "2m"`},
 		{name: "fence-after negative", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationFenceAfter: "-2m"} },
 			reason: `fence-after="-2m"`},
+		{name: "restart-window without unit", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationRestartWindow: "3600"} },
+			reason: `annotation driverset.dev/restart-window="3600" is not 0 or a duration from 1m to 720h such as "1h"`},
+		{name: "restart-window negative", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationRestartWindow: "-1h"} },
+			reason: `restart-window="-1h"`},
+		{name: "restart-window below 1m", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationRestartWindow: "30s"} },
+			reason: `restart-window="30s"`},
+		{name: "restart-window above 30 days", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationRestartWindow: "721h"} },
+			reason: `restart-window="721h"`},
 		{name: "self-fence neither on nor a duration", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationSelfFence: "true"} },
 			reason: `annotation driverset.dev/self-fence="true" is not "on" or a duration`},
 		{name: "self-fence negative", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationSelfFence: "-1m"} },
@@ -141,18 +149,24 @@ func TestSettingsOf(t *testing.T) {
 		annotations map[string]string
 		want        Settings
 	}{
-		{name: "defaults", want: Settings{MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh"}},
+		{name: "defaults", want: Settings{RestartWindow: time.Hour, MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh"}},
 		{name: "all set", annotations: map[string]string{
 			contract.AnnotationMaxRestarts: "10", contract.AnnotationFenceAfter: "2m30s", contract.AnnotationEntrypoint: "/opt/spark/entrypoint.sh",
-		}, want: Settings{MaxRestarts: 10, Entrypoint: "/opt/spark/entrypoint.sh", FenceAfter: 150 * time.Second}},
+		}, want: Settings{RestartWindow: time.Hour, MaxRestarts: 10, Entrypoint: "/opt/spark/entrypoint.sh", FenceAfter: 150 * time.Second}},
 		{name: "no restarts, fencing off", annotations: map[string]string{contract.AnnotationMaxRestarts: "0", contract.AnnotationFenceAfter: "0"},
-			want: Settings{MaxRestarts: 0, Entrypoint: "/opt/entrypoint.sh"}},
+			want: Settings{RestartWindow: time.Hour, MaxRestarts: 0, Entrypoint: "/opt/entrypoint.sh"}},
 		{name: "the most restarts", annotations: map[string]string{contract.AnnotationMaxRestarts: "100"},
-			want: Settings{MaxRestarts: 100, Entrypoint: "/opt/entrypoint.sh"}},
+			want: Settings{RestartWindow: time.Hour, MaxRestarts: 100, Entrypoint: "/opt/entrypoint.sh"}},
+		{name: "restart-window 0: never forget", annotations: map[string]string{contract.AnnotationRestartWindow: "0"},
+			want: Settings{MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh"}},
+		{name: "restart-window bounds", annotations: map[string]string{contract.AnnotationRestartWindow: "1m"},
+			want: Settings{RestartWindow: time.Minute, MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh"}},
+		{name: "restart-window upper bound", annotations: map[string]string{contract.AnnotationRestartWindow: "720h"},
+			want: Settings{RestartWindow: 720 * time.Hour, MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh"}},
 		{name: "self-fence on: the default T", annotations: map[string]string{contract.AnnotationSelfFence: "on"},
-			want: Settings{MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh", SelfFence: contract.DefaultSelfFence}},
+			want: Settings{RestartWindow: time.Hour, MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh", SelfFence: contract.DefaultSelfFence}},
 		{name: "self-fence with its T", annotations: map[string]string{contract.AnnotationSelfFence: "45s"},
-			want: Settings{MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh", SelfFence: 45 * time.Second}},
+			want: Settings{RestartWindow: time.Hour, MaxRestarts: 3, Entrypoint: "/opt/entrypoint.sh", SelfFence: 45 * time.Second}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package convert
 import (
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,10 +14,20 @@ import (
 // MaxMaxRestarts bounds driverset.dev/max-restarts: a typo such as 1000 should be refused, not obeyed.
 const MaxMaxRestarts = 100
 
+// Bounds of driverset.dev/restart-window (besides 0, never forget): under a minute a crash loop
+// would be forgotten between its backoffs; over 30 days is almost surely a typo.
+const (
+	MinRestartWindow = time.Minute
+	MaxRestartWindow = 30 * 24 * time.Hour
+)
+
 // Settings are the user's knobs, read from the driver pod's annotations.
 type Settings struct {
 	// MaxRestarts is how many process failures are restarted; node-loss recoveries are not counted.
 	MaxRestarts int
+	// RestartWindow (contract.AnnotationRestartWindow): a failure after a run at least this long
+	// forgets the restarts counted before; 0 never forgets.
+	RestartWindow time.Duration
 	// Entrypoint is the image's entrypoint, run when the driver container has no command.
 	Entrypoint string
 	// FenceAfter is how long the driver's node may be unreachable before its pod is force-deleted; 0 is off.
@@ -29,7 +40,7 @@ type Settings struct {
 // SettingsOf parses the pod's driverset annotations, with defaults for the absent ones. An invalid
 // value is a *NotConvertible saying which annotation and what a valid one looks like.
 func SettingsOf(pod *corev1.Pod) (Settings, error) {
-	s := Settings{MaxRestarts: contract.DefaultMaxRestarts, Entrypoint: contract.DefaultEntrypoint}
+	s := Settings{MaxRestarts: contract.DefaultMaxRestarts, RestartWindow: contract.DefaultRestartWindow, Entrypoint: contract.DefaultEntrypoint}
 	a := pod.Annotations
 	if v, ok := a[contract.AnnotationMaxRestarts]; ok {
 		n, err := strconv.Atoi(v)
@@ -39,6 +50,16 @@ func SettingsOf(pod *corev1.Pod) (Settings, error) {
 				contract.AnnotationMaxRestarts, contract.DefaultMaxRestarts)
 		}
 		s.MaxRestarts = n
+	}
+	if v, ok := a[contract.AnnotationRestartWindow]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d != 0 && (d < MinRestartWindow || d > MaxRestartWindow) {
+			return Settings{}, notConvertible(pod, "annotation %s=%q is not 0 or a duration from %s to %s such as %q "+
+				"(a driver that ran this long before it failed has its restarts forgotten; 0 never forgets)",
+				contract.AnnotationRestartWindow, v, ShortDuration(MinRestartWindow), ShortDuration(MaxRestartWindow),
+				ShortDuration(contract.DefaultRestartWindow))
+		}
+		s.RestartWindow = d
 	}
 	if v, ok := a[contract.AnnotationFenceAfter]; ok {
 		d, err := time.ParseDuration(v)
@@ -87,4 +108,15 @@ func parseSelfFence(v string) (time.Duration, error) {
 		err = strconv.ErrRange
 	}
 	return d, err
+}
+
+// ShortDuration is d as a user writes it: "1h", not "1h0m0s".
+func ShortDuration(d time.Duration) string {
+	out := d.String()
+	for _, zero := range []string{"0s", "0m"} {
+		if len(out) > len(zero) {
+			out = strings.TrimSuffix(out, zero)
+		}
+	}
+	return out
 }

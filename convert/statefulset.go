@@ -98,7 +98,7 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 	t.Labels[contract.LabelDriver] = n.StatefulSet
 	for k, v := range p.Annotations {
 		switch k {
-		case contract.AnnotationResources, contract.AnnotationRestarts, contract.AnnotationRestartedIncarnation:
+		case contract.AnnotationResources, contract.AnnotationRestarts, contract.AnnotationRestartsTotal, contract.AnnotationRestartedIncarnation:
 		default:
 			t.Annotations[k] = v
 		}

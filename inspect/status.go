@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
@@ -32,8 +33,11 @@ type Status struct {
 	Driver string
 	// Node describes Driver's node; "" when it is not bound.
 	Node string
-	// Restarts made after process failures, of MaxRestarts allowed.
-	Restarts, MaxRestarts int
+	// Restarts made after process failures in the current run of failures, of MaxRestarts
+	// allowed; TotalRestarts made over the app's life. A failure after a run of RestartWindow
+	// (0: never) begins a new run of failures.
+	Restarts, TotalRestarts, MaxRestarts int
+	RestartWindow                        time.Duration
 	// Recoveries counts the Recovered Events still kept (the apiserver expires Events, by default after 1h).
 	Recoveries int
 	// Lost is the controller's record that the running driver was lost; "" when none is open.
@@ -64,6 +68,14 @@ func StatusOf(s *Snapshot) Status {
 	st.Restarts, _ = strconv.Atoi(p.Annotations[contract.AnnotationRestarts])
 	if n, err := strconv.Atoi(p.Annotations[contract.AnnotationMaxRestarts]); err == nil && n >= 0 {
 		st.MaxRestarts = n
+	}
+	total, _ := strconv.Atoi(p.Annotations[contract.AnnotationRestartsTotal])
+	st.TotalRestarts = max(total, st.Restarts) // an older driverset counted all of them in restarts
+	st.RestartWindow = contract.DefaultRestartWindow
+	if v, ok := p.Annotations[contract.AnnotationRestartWindow]; ok {
+		if s, err := convert.SettingsOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AnnotationRestartWindow: v}}}); err == nil {
+			st.RestartWindow = s.RestartWindow
+		}
 	}
 	if s.StatefulSet != nil {
 		st.StatefulSet, st.Service = s.Names.StatefulSet, s.Names.Service
@@ -205,7 +217,12 @@ func WriteStatus(w io.Writer, st Status) error {
 	}
 	row("Driver pod", or(st.Driver, "(none)"))
 	row("Node", or(st.Node, "(none)"))
-	row("Restarts", fmt.Sprintf("%d of %d (after the driver process failed)", st.Restarts, st.MaxRestarts))
+	forgotten := "never forgotten (restart-window 0)"
+	if st.RestartWindow > 0 {
+		forgotten = "forgotten after a run of " + convert.ShortDuration(st.RestartWindow)
+	}
+	row("Restarts", fmt.Sprintf("%d of %d in this run of failures (after the driver process failed; %d in all; %s)",
+		st.Restarts, st.MaxRestarts, st.TotalRestarts, forgotten))
 	row("Recoveries", fmt.Sprintf("%d (new incarnations after a lost driver, from the Events still kept)", st.Recoveries))
 	row("Lost driver", or(st.Lost, "(none)"))
 	return tw.Flush()

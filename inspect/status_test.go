@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +91,34 @@ func TestStatusOf(t *testing.T) {
 			},
 			want: Status{
 				Outcome: "Failed: the driver exited with code 137", StatefulSet: "pi-driver", Service: "pi-driver-ds",
-				Restarts: 2, MaxRestarts: 2,
+				Restarts: 2, TotalRestarts: 2, MaxRestarts: 2,
+			},
+		},
+		{
+			name: "restarted after healthy runs: this run's restarts, all of them, the app's window",
+			snap: func() *Snapshot {
+				p := placeholder()
+				p.Annotations = map[string]string{contract.AnnotationRestarts: "1", contract.AnnotationRestartsTotal: "5",
+					contract.AnnotationRestartWindow: "6h"}
+				p.Status.Phase = corev1.PodRunning
+				return &Snapshot{Placeholder: p, Names: names, StatefulSet: statefulSet()}
+			},
+			want: Status{
+				Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Restarts: 1, TotalRestarts: 5, MaxRestarts: 3, RestartWindow: 6 * time.Hour,
+			},
+		},
+		{
+			name: "restarted by an older driverset: its restarts are all of them; window 0 never forgets",
+			snap: func() *Snapshot {
+				p := placeholder()
+				p.Annotations = map[string]string{contract.AnnotationRestarts: "2", contract.AnnotationRestartWindow: "0"}
+				p.Status.Phase = corev1.PodRunning
+				return &Snapshot{Placeholder: p, Names: names, StatefulSet: statefulSet()}
+			},
+			want: Status{
+				Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
+				Restarts: 2, TotalRestarts: 2, MaxRestarts: 3, RestartWindow: 0,
 			},
 		},
 		{
@@ -110,6 +138,9 @@ func TestStatusOf(t *testing.T) {
 			tc.want.Phase = s.Placeholder.Status.Phase
 			if tc.want.Message == "" {
 				tc.want.Message = s.Placeholder.Status.Message
+			}
+			if _, set := s.Placeholder.Annotations[contract.AnnotationRestartWindow]; !set && tc.want.RestartWindow == 0 {
+				tc.want.RestartWindow = contract.DefaultRestartWindow
 			}
 			if got := StatusOf(s); got != tc.want {
 				t.Errorf("StatusOf:\n got %+v\nwant %+v", got, tc.want)
@@ -140,7 +171,7 @@ func TestWriteStatus(t *testing.T) {
 		"Driver:       jobs/pi-driver (the pod spark-submit made",
 		"App id:       spark-123", "Outcome:      Running", "Message:      driverset: the driver runs in pod jobs/pi-driver-0",
 		"StatefulSet:  pi-driver, headless Service pi-driver-ds", "Driver pod:   pi-driver-0 (uid d0)", "Node:         n1: Ready",
-		"Restarts:     0 of 3", "Recoveries:   0", "Lost driver:  (none)",
+		"Restarts:     0 of 3 in this run of failures (after the driver process failed; 0 in all; forgotten after a run of 1h)", "Recoveries:   0", "Lost driver:  (none)",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, b.String())

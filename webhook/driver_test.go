@@ -142,6 +142,9 @@ func TestDriverDecides(t *testing.T) {
 		{name: "invalid max-restarts is denied", pod: func(p *corev1.Pod) {
 			p.Annotations = map[string]string{contract.AnnotationMaxRestarts: "101"}
 		}, want: denied, message: `driverset.dev/max-restarts="101" is not an integer from 0 to 100`},
+		{name: "a restart-window under a minute is denied", pod: func(p *corev1.Pod) {
+			p.Annotations = map[string]string{contract.AnnotationRestartWindow: "10s"}
+		}, want: denied, message: `driverset.dev/restart-window="10s" is not 0 or a duration from 1m to 720h`},
 		{name: "invalid fence-after is denied", pod: func(p *corev1.Pod) {
 			p.Annotations = map[string]string{contract.AnnotationFenceAfter: "2 minutes"}
 		}, want: denied, message: `driverset.dev/fence-after="2 minutes" is not a duration`},
