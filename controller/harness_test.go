@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -392,10 +393,10 @@ func pendingStatus() corev1.PodStatus {
 	return corev1.PodStatus{Phase: corev1.PodPending}
 }
 
-// cacheView reads as the reconciler's informer caches do: StatefulSets and driverset's driver and
-// executor pods come through the caches' transforms (no pod template; a pod spec cut to what is
-// read), so a reconciler that relied on what they drop, or wrote a cached object back whole, fails
-// the tests. Writes go to the cluster as they are.
+// cacheView reads as the reconciler's informer caches do: StatefulSets, Services, heartbeat Leases
+// and driverset's driver and executor pods come through the caches' transforms (no pod template;
+// a pod spec cut to what is read), so a reconciler that relied on what they drop, or wrote a
+// cached object back whole, fails the tests. Writes go to the cluster as they are.
 type cacheView struct{ client.Client }
 
 func (v cacheView) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -427,6 +428,8 @@ func transformed(obj client.Object) error {
 		_, err = statefulSetTransform(o)
 	case *corev1.Service:
 		_, err = serviceTransform(o)
+	case *coordinationv1.Lease:
+		_, err = leaseTransform(o)
 	case *corev1.Pod:
 		if _, ours := o.Labels[contract.LabelDriver]; ours {
 			_, err = driverPodTransform(o)
