@@ -102,13 +102,9 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 		t: t, ctx: context.Background(), rec: events.NewFakeRecorder(100), now: t0,
 		p: client.ObjectKeyFromObject(p), names: contract.NamesFor(p.Name),
 	}
-	h.c = fake.NewClientBuilder().
+	h.c = withEventFields(fake.NewClientBuilder()).
 		WithObjects(append([]client.Object{p}, objs...)...).
 		WithStatusSubresource(&corev1.Pod{}).
-		// The apiserver selects Events by the object they are about.
-		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
-			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-		}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
 		Build()
 	h.r = &Placeholder{
@@ -391,6 +387,19 @@ func exitedStatus(code int, finished time.Time) corev1.PodStatus {
 
 func pendingStatus() corev1.PodStatus {
 	return corev1.PodStatus{Phase: corev1.PodPending}
+}
+
+// withEventFields has the fake apiserver select Events by the fields driverset asks for: the
+// object they are about, their reason and type.
+func withEventFields(b *fake.ClientBuilder) *fake.ClientBuilder {
+	for field, value := range map[string]func(e *corev1.Event) string{
+		"involvedObject.uid": func(e *corev1.Event) string { return string(e.InvolvedObject.UID) },
+		"reason":             func(e *corev1.Event) string { return e.Reason },
+		"type":               func(e *corev1.Event) string { return e.Type },
+	} {
+		b = b.WithIndex(&corev1.Event{}, field, func(o client.Object) []string { return []string{value(o.(*corev1.Event))} })
+	}
+	return b
 }
 
 // cacheView reads as the reconciler's informer caches do: StatefulSets, Services, heartbeat Leases

@@ -52,10 +52,7 @@ func TestOldNameAppKeepsItsStatefulSet(t *testing.T) {
 			if !tc.controlled {
 				old.OwnerReferences = nil
 			}
-			c := fake.NewClientBuilder().WithObjects(p, old).WithStatusSubresource(&corev1.Pod{}).
-				WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
-					return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-				}).Build()
+			c := withEventFields(fake.NewClientBuilder()).WithObjects(p, old).WithStatusSubresource(&corev1.Pod{}).Build()
 			r := &Placeholder{Client: c, APIReader: c, Events: events.NewFakeRecorder(100),
 				Convert: convert.Options{Image: "registry.example/driverset:new"}, Budget: Budget{Backoff: 1, MaxBackoff: 1}, Seal: testSeal()}
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {

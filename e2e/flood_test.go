@@ -22,8 +22,9 @@ import (
 )
 
 // floodPods and floodPayload size the memory flood: that many objects (pods, StatefulSets,
-// Services, Leases) of about that many bytes each, 96 MiB in all, enough that caching them would
-// show in driverset's memory beyond any doubt, and each under etcd's limit of 1.5 MiB a request.
+// Services, Leases, Events) of about that many bytes each, 96 MiB in all, enough that caching or
+// reading them would show in driverset's memory beyond any doubt, and each under etcd's limit of
+// 1.5 MiB a request.
 const (
 	floodPods    = 96
 	floodPayload = 1 << 20
@@ -40,7 +41,8 @@ const (
 // a placeholder. The other kinds driverset caches by its labels: StatefulSets and Services
 // labelled as driverset's, and Leases labelled as a driver's heartbeat (issue 35). None of them
 // may grow driverset's memory by more than floodAllowed: the first never reach it, and of the
-// others it keeps only what it reads, bounded whatever the object carries.
+// others it keeps only what it reads, bounded whatever the object carries. Last, the tenant's
+// Events about an app whose driver pod cannot be made, which driverset reads live (floodEvents).
 // The shapes share one driverset: a flood right after one that grew its heap reuses that heap
 // and may grow the RSS by nothing, so a shape's own cost is measured by running it alone
 // (RUN='TestTenantCannotFloodDriversetsMemory/Leases'); any one shape over the bound still fails.
@@ -99,6 +101,7 @@ func TestTenantCannotFloodDriversetsMemory(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Events about an app whose driver pod cannot be made", floodEvents)
 }
 
 // removedAtEnd deletes the flood's namespace when the test ends and waits until its last object
@@ -179,6 +182,32 @@ func floodPod(i int, labels map[string]string) *corev1.Pod {
 	}
 }
 
+// samplePeakRSS samples driverset's resident memory every 50 ms until the returned function is
+// called, which returns the highest reading.
+func samplePeakRSS() func() int64 {
+	var peak int64
+	sampled := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if rss, err := bed.driverset.RSS(); err == nil {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-sampled
+		return peak
+	}
+}
+
 // dryRunFloods and dryRunBurst size the dry-run flood: that many rounds of that many creates at
 // once, each of an opted-in driver pod of dryRunPayload bytes.
 const (
@@ -220,22 +249,7 @@ func TestTenantDryRunFloodCannotExhaustDriverset(t *testing.T) {
 	}
 	restarts := bed.driverset.Restarts()
 	before := settledRSS(t)
-	var peak int64
-	sampled := make(chan struct{})
-	stop := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if rss, err := bed.driverset.RSS(); err == nil {
-				peak = max(peak, rss)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	sample := samplePeakRSS()
 	var admitted, refused int
 	var firstRefusal error
 	var mu sync.Mutex
@@ -271,8 +285,7 @@ func TestTenantDryRunFloodCannotExhaustDriverset(t *testing.T) {
 		wg.Wait()
 	}
 	took := time.Since(start)
-	close(stop)
-	<-sampled
+	peak := sample()
 	t.Logf("%d dry-run creates of %d MiB driver pods (%d at once) in %s: %d admitted as placeholders, %d refused or failed; driverset's RSS %.1f MiB before, %.1f MiB at its highest",
 		dryRunFloods*dryRunBurst, dryRunPayload>>20, dryRunBurst, took.Round(time.Second), admitted, refused, mib(before), mib(peak))
 	if firstRefusal != nil {
