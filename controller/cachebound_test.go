@@ -130,6 +130,7 @@ func TestKeepOursKeepsTheSelectedLabels(t *testing.T) {
 	selected := map[string]string{
 		contract.LabelDriver: "app", contract.LabelPlaceholder: "true", // the caches' selectors
 		contract.LabelSparkAppSelector: "spark-1", contract.LabelSparkRole: contract.RoleExecutor, // executorsOf, the incarnation gate
+		contract.LabelHeartbeat: "true", // the Lease cache's selector
 	}
 	m := metav1.ObjectMeta{Labels: map[string]string{"other.example/x": "y"}}
 	for k, v := range selected {

@@ -25,7 +25,8 @@ import (
 //     executor webhook for an S-0 of an earlier version);
 //   - a placeholder cache: pods labelled contract.LabelPlaceholder=true.
 //
-// Both strip managedFields, which nothing in driverset reads.
+// Both strip managedFields, which nothing in driverset reads, and every kind a tenant can label
+// as driverset's is kept bounded (cachebound.go).
 
 // CacheOptions are the manager's cache: driverset's pods, StatefulSets and Services (labelled
 // contract.LabelDriver), self-fencing drivers' heartbeat Leases (contract.LabelHeartbeat), and
@@ -39,35 +40,56 @@ func CacheOptions() cache.Options {
 			&appsv1.StatefulSet{}: {Label: ours, Transform: statefulSetTransform},
 			&corev1.Service{}:     {Label: ours, Transform: serviceTransform},
 			&coordinationv1.Lease{}: {
-				Label: labels.NewSelector().Add(requirement(contract.LabelHeartbeat, selection.Exists)),
+				Label:     labels.NewSelector().Add(requirement(contract.LabelHeartbeat, selection.Exists)),
+				Transform: leaseTransform,
 			},
 		},
 	}
 }
 
-// statefulSetTransform is how a StatefulSet is kept in the cache: without managedFields, and
-// without its pod template and claim templates, the copy of the driver's pod spec that is most of
-// its size (a third of what each app costs the cache). Nothing reads them from the cache: the
-// controller reads a StatefulSet's owner, labels, annotations and replicas, and changes only
-// replicas, by a patch of the difference (never an update, which would write the emptied template
-// back).
+// statefulSetTransform is how a StatefulSet is kept in the cache: of its metadata driverset's
+// labels and annotations (keepOurs; without managedFields), of its spec only the replicas, and no
+// status; past cacheBudget, a stub (boundedMeta). The pod and claim templates, the copy of the
+// driver's pod spec, are most of its size (a third of what each app costs the cache), and a tenant
+// can label a StatefulSet of its own as driverset's. Nothing reads the rest from the cache: the
+// controller reads a StatefulSet's identity, owner, driver label, admitted settings, generation
+// and replicas (TestCachedKindsKeepWhatIsRead), and changes only replicas, by a patch of the
+// difference (never an update, which would write the emptied spec back).
 func statefulSetTransform(obj any) (any, error) {
 	obj, err := cache.TransformStripManagedFields()(obj)
 	if s, ok := obj.(*appsv1.StatefulSet); ok {
-		s.Spec.Template = corev1.PodTemplateSpec{}
-		s.Spec.VolumeClaimTemplates = nil
+		s.Spec = appsv1.StatefulSetSpec{Replicas: s.Spec.Replicas}
+		s.Status = appsv1.StatefulSetStatus{}
+		keepOurs(&s.ObjectMeta)
+		boundedMeta(&s.ObjectMeta)
 	}
 	return obj, err
 }
 
-// serviceTransform is how a headless Service H is kept in the cache: its metadata only (without
-// managedFields). driverset reads no more of it than whose it is; it is never written back.
+// serviceTransform is how a headless Service H is kept in the cache: its metadata only, cut as a
+// StatefulSet's is (keepOurs, boundedMeta). driverset reads no more of it than whose it is; it is
+// never written back.
 func serviceTransform(obj any) (any, error) {
 	obj, err := cache.TransformStripManagedFields()(obj)
 	if s, ok := obj.(*corev1.Service); ok {
 		s.Spec, s.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+		keepOurs(&s.ObjectMeta)
+		boundedMeta(&s.ObjectMeta)
 	}
 	return obj, err
+}
+
+// leaseTransform is how a heartbeat Lease is kept in the cache: as its stub (stubMeta), always.
+// Silence is counted from changes of its resourceVersion (Heartbeats), and nothing else of it is
+// read from the cache: not its holder, renewal time or owners, which a tenant's Lease (any user
+// who may write Leases can label one as a heartbeat) may make as large as the apiserver allows.
+// It is never written: driverset only reads Leases.
+func leaseTransform(obj any) (any, error) {
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		keepOurs(&l.ObjectMeta)
+		*l = coordinationv1.Lease{TypeMeta: l.TypeMeta, ObjectMeta: stubMeta(&l.ObjectMeta)}
+	}
+	return obj, nil
 }
 
 // driverPodTransform is how a pod of the manager's cache (an S-0, an executor tied to one) is kept:

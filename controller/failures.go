@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -30,20 +29,29 @@ const ReasonFailedCreate = "FailedCreate"
 // createFailure is the message of the latest FailedCreate Event among events that was seen within
 // failedCreateRecent of now, or "" when there is none.
 func createFailure(events []corev1.Event, now time.Time) string {
-	var latest time.Time
-	msg := ""
+	var f latestFailure
 	for i := range events {
-		e := &events[i]
-		if e.Reason != ReasonFailedCreate || e.Type != corev1.EventTypeWarning {
-			continue
-		}
-		seen := lastSeen(e)
-		if now.Sub(seen) > failedCreateRecent || !seen.After(latest) {
-			continue
-		}
-		latest, msg = seen, e.Message
+		f.consider(&events[i], now)
 	}
-	return msg
+	return f.msg
+}
+
+// latestFailure is the latest recent FailedCreate Warning among the Events considered so far:
+// when it was seen and its message, cut (cutMessage).
+type latestFailure struct {
+	at  time.Time
+	msg string
+}
+
+func (f *latestFailure) consider(e *corev1.Event, now time.Time) {
+	if e.Reason != ReasonFailedCreate || e.Type != corev1.EventTypeWarning {
+		return
+	}
+	seen := lastSeen(e)
+	if now.Sub(seen) > failedCreateRecent || !seen.After(f.at) {
+		return
+	}
+	f.at, f.msg = seen, cutMessage(e.Message)
 }
 
 // lastSeen is when an Event was last observed, whichever API wrote it.
@@ -59,22 +67,17 @@ func lastSeen(e *corev1.Event) time.Time {
 }
 
 // driverPodFailure asks the apiserver why the StatefulSet has not made S-0: the latest
-// FailedCreate Event of sts, read live and for this one object only (Events are never cached).
-// It asks only once S-0 has been missing past missingDriverGrace since sts was made.
+// FailedCreate Event of sts, read live and for this one object only (Events are never cached),
+// within bounds (failureEvents). It asks only once S-0 has been missing past missingDriverGrace
+// since sts was made.
 func (r *Placeholder) driverPodFailure(ctx context.Context, sts *appsv1.StatefulSet) (string, error) {
 	// Only ever a live read: through the cache this would watch every Event of the cluster.
 	if r.APIReader == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0 || r.now().Sub(sts.CreationTimestamp.Time) < missingDriverGrace {
 		return "", nil
 	}
-	var events corev1.EventList
-	err := r.APIReader.List(ctx, &events, client.InNamespace(sts.Namespace),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.uid", string(sts.UID))})
-	if err != nil {
+	msg, err := failureEvents(ctx, r.APIReader, sts, r.now())
+	if err != nil || msg == "" {
 		return "", err
-	}
-	msg := createFailure(events.Items, r.now())
-	if msg == "" {
-		return "", nil
 	}
 	return fmt.Sprintf("the StatefulSet %s cannot create the driver pod: %s", sts.Name, msg), nil
 }

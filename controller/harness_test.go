@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,13 +102,9 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 		t: t, ctx: context.Background(), rec: events.NewFakeRecorder(100), now: t0,
 		p: client.ObjectKeyFromObject(p), names: contract.NamesFor(p.Name),
 	}
-	h.c = fake.NewClientBuilder().
+	h.c = withEventFields(fake.NewClientBuilder()).
 		WithObjects(append([]client.Object{p}, objs...)...).
 		WithStatusSubresource(&corev1.Pod{}).
-		// The apiserver selects Events by the object they are about.
-		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
-			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-		}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
 		Build()
 	h.r = &Placeholder{
@@ -408,10 +405,23 @@ func pendingStatus() corev1.PodStatus {
 	return corev1.PodStatus{Phase: corev1.PodPending}
 }
 
-// cacheView reads as the reconciler's informer caches do: StatefulSets and driverset's driver and
-// executor pods come through the caches' transforms (no pod template; a pod spec cut to what is
-// read), so a reconciler that relied on what they drop, or wrote a cached object back whole, fails
-// the tests. Writes go to the cluster as they are.
+// withEventFields has the fake apiserver select Events by the fields driverset asks for: the
+// object they are about, their reason and type.
+func withEventFields(b *fake.ClientBuilder) *fake.ClientBuilder {
+	for field, value := range map[string]func(e *corev1.Event) string{
+		"involvedObject.uid": func(e *corev1.Event) string { return string(e.InvolvedObject.UID) },
+		"reason":             func(e *corev1.Event) string { return e.Reason },
+		"type":               func(e *corev1.Event) string { return e.Type },
+	} {
+		b = b.WithIndex(&corev1.Event{}, field, func(o client.Object) []string { return []string{value(o.(*corev1.Event))} })
+	}
+	return b
+}
+
+// cacheView reads as the reconciler's informer caches do: StatefulSets, Services, heartbeat Leases
+// and driverset's driver and executor pods come through the caches' transforms (no pod template;
+// a pod spec cut to what is read), so a reconciler that relied on what they drop, or wrote a
+// cached object back whole, fails the tests. Writes go to the cluster as they are.
 type cacheView struct{ client.Client }
 
 func (v cacheView) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -443,6 +453,8 @@ func transformed(obj client.Object) error {
 		_, err = statefulSetTransform(o)
 	case *corev1.Service:
 		_, err = serviceTransform(o)
+	case *coordinationv1.Lease:
+		_, err = leaseTransform(o)
 	case *corev1.Pod:
 		if _, ours := o.Labels[contract.LabelDriver]; ours {
 			_, err = driverPodTransform(o)

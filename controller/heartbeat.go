@@ -39,13 +39,23 @@ func selfFenceMargin(t time.Duration) time.Duration { return 5*time.Second + t/1
 // counted from the last change the controller itself observed, as the node lifecycle controller
 // counts a node's, never from a time written by the node: a Lease's renewTime is the node's clock.
 // It is fed by the Lease informer (every replica's, so a new leader has watched all along) and by
-// live reads before a fence. It holds no package state: serve makes one and gives it to the
-// reconciler.
+// live reads before a fence; what the informer adds is bounded (maxHeartbeats). It holds no
+// package state: serve makes one and gives it to the reconciler.
 type Heartbeats struct {
 	mu   sync.Mutex
 	seen map[types.NamespacedName]sighting
 	now  func() time.Time
 }
+
+// maxHeartbeats is how many Leases the informer may add to Heartbeats: any user who may write
+// Leases in a namespace can label one as a heartbeat, so the informer sees as many as a tenant
+// likes (issue 35). Past it, a new Lease the informer delivers is not recorded; one recorded
+// already is still followed, a driver the controller reconciles is still recorded by its
+// Observe, and a deleted Lease makes room. A driver whose Lease was not recorded has its silence
+// counted from the reconcile that first sees it, later than the informer would have: a fence
+// comes later, never sooner. Each record keeps a Lease's name and version, a few hundred bytes at
+// most: ten thousand of them are a few MiB, more self-fencing drivers than one driverset runs.
+const maxHeartbeats = 10_000
 
 type sighting struct {
 	version string // the Lease's resourceVersion; "" when it does not exist
@@ -63,10 +73,18 @@ func NewHeartbeats(now func() time.Time) *Heartbeats {
 // Observe records that the Lease key is at version ("": absent) now, and returns how long it has
 // been at that version as far as this process has seen: 0 for a change (or a first sighting).
 func (h *Heartbeats) Observe(key types.NamespacedName, version string) time.Duration {
+	return h.observe(key, version, false)
+}
+
+// observe is Observe; fromInformer records a Lease not seen before only below maxHeartbeats.
+func (h *Heartbeats) observe(key types.NamespacedName, version string, fromInformer bool) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
 	s, ok := h.seen[key]
+	if !ok && fromInformer && len(h.seen) >= maxHeartbeats {
+		return 0
+	}
 	if !ok || s.version != version {
 		h.seen[key] = sighting{version: version, at: now}
 		return 0
@@ -81,11 +99,12 @@ func (h *Heartbeats) forget(key types.NamespacedName) {
 	delete(h.seen, key)
 }
 
-// EventHandler records every change of a heartbeat Lease as the informer delivers it.
+// EventHandler records every change of a heartbeat Lease as the informer delivers it, of at most
+// maxHeartbeats Leases.
 func (h *Heartbeats) EventHandler() toolscache.ResourceEventHandler {
 	observe := func(o any) {
 		if l, ok := o.(*coordinationv1.Lease); ok {
-			h.Observe(types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, l.ResourceVersion)
+			h.observe(types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, l.ResourceVersion, true)
 		}
 	}
 	return toolscache.ResourceEventHandlerFuncs{

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,6 +85,48 @@ func TestHeartbeatFlagsReadWhatConvertWrote(t *testing.T) {
 		}
 		if self > 0 && (env[contract.EnvPodUID] != "metadata.uid" || env[contract.EnvPodNamespace] != "metadata.namespace") {
 			t.Errorf("wrap is not given the pod's UID and namespace: %v", env)
+		}
+	}
+}
+
+// Every Lease labelled as a heartbeat reaches the informer, and any user who may write Leases can
+// label one so (issue 35): what the informer adds to Heartbeats stops at maxHeartbeats. A driver
+// the controller reconciles is still recorded (its Observe), a Lease already recorded is still
+// followed, and a deleted one makes room.
+func TestHeartbeatsAreBounded(t *testing.T) {
+	now := t0
+	h := NewHeartbeats(func() time.Time { return now })
+	handler := h.EventHandler()
+	lease := func(i int, version string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("l-%06d", i), ResourceVersion: version}}
+	}
+	key := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("l-%06d", i)}
+	}
+	for i := range maxHeartbeats + 1000 {
+		handler.OnAdd(lease(i, "1"), false)
+	}
+	if n := len(h.seen); n != maxHeartbeats {
+		t.Fatalf("the informer's %d Leases made %d records, want at most %d", maxHeartbeats+1000, n, maxHeartbeats)
+	}
+	steps := []struct {
+		name  string
+		event func()
+		key   types.NamespacedName
+		ver   string
+	}{
+		{"a recorded Lease's renewal is still seen", func() { handler.OnUpdate(lease(0, "1"), lease(0, "2")) }, key(0), "2"},
+		{"a deleted Lease makes room for the next", func() {
+			handler.OnDelete(lease(1, "1"))
+			handler.OnAdd(lease(maxHeartbeats+1000, "1"), false)
+		}, key(maxHeartbeats + 1000), "1"},
+		{"a driver the controller reconciles is recorded", func() { h.Observe(key(-1), "1") }, key(-1), "1"},
+	}
+	for _, s := range steps {
+		s.event()
+		now = now.Add(5 * time.Second)
+		if got := h.Observe(s.key, s.ver); got != 5*time.Second {
+			t.Errorf("%s: silent %v after 5 s, want 5s (the event was not recorded)", s.name, got)
 		}
 	}
 }

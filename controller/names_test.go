@@ -104,10 +104,7 @@ func legacyApp(t *testing.T, edit func(*corev1.Pod)) (*corev1.Pod, *appsv1.State
 }
 
 func legacyCluster(objs ...client.Object) client.WithWatch {
-	return fake.NewClientBuilder().WithObjects(objs...).WithStatusSubresource(&corev1.Pod{}).
-		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
-			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-		}).Build()
+	return withEventFields(fake.NewClientBuilder()).WithObjects(objs...).WithStatusSubresource(&corev1.Pod{}).Build()
 }
 
 // TestOldNameAppIsNotHeldByADeletedClaim: a legacy-named app's StatefulSet exists, so its driver

@@ -33,10 +33,7 @@ func TestDriverPodFailure(t *testing.T) {
 		Type:           corev1.EventTypeWarning, Reason: "FailedCreate", LastTimestamp: metav1.NewTime(now),
 		Message: "create Pod pi-driver-0 in StatefulSet pi-driver failed error: pods is forbidden: exceeded quota: pods",
 	}
-	live := fake.NewClientBuilder().WithObjects(event).
-		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string {
-			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-		}).Build()
+	live := withEventFields(fake.NewClientBuilder()).WithObjects(event).Build()
 	mustNotAsk := interceptor.NewClient(live, interceptor.Funcs{
 		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
 			return errors.New("asked the apiserver")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -20,9 +21,10 @@ import (
 	"github.com/driverset/driverset/e2e/harness"
 )
 
-// floodPods and floodPayload size the memory flood: that many pods of about that many bytes each,
-// 96 MiB in all, enough that caching them would show in driverset's memory beyond any doubt, and
-// each under etcd's limit of 1.5 MiB a request.
+// floodPods and floodPayload size the memory flood: that many objects (pods, StatefulSets,
+// Services, Leases, Events) of about that many bytes each, 96 MiB in all, enough that caching or
+// reading them would show in driverset's memory beyond any doubt, and each under etcd's limit of
+// 1.5 MiB a request.
 const (
 	floodPods    = 96
 	floodPayload = 1 << 20
@@ -31,89 +33,106 @@ const (
 	floodAllowed = 24 << 20
 )
 
-// Attack: a tenant with only `edit` in a namespace fills it with pods of about 1 MiB each, to grow
-// driverset's caches until both replicas pass their memory limit together (every opted-in driver
-// in the cluster is then refused). Three shapes: Spark executors of an app that did not opt in
+// Attack: a tenant with only `edit` in a namespace fills it with objects of about 1 MiB each, to
+// grow driverset's caches until both replicas pass their memory limit together (every opted-in
+// driver in the cluster is then refused). The pods: Spark executors of an app that did not opt in
 // (driverset once cached every spark-role pod whole), and pods that carry driverset's own labels,
 // which a tenant can set as freely as any other: an executor tied to a driver driverset runs, and
-// a placeholder. None of them may grow driverset's memory by more than floodAllowed: the first
-// never reach it, and of the others it keeps only what it reads, bounded whatever the pod carries.
+// a placeholder. The other kinds driverset caches by its labels: StatefulSets and Services
+// labelled as driverset's, and Leases labelled as a driver's heartbeat (issue 35). None of them
+// may grow driverset's memory by more than floodAllowed: the first never reach it, and of the
+// others it keeps only what it reads, bounded whatever the object carries. Last, the tenant's
+// Events about an app whose driver pod cannot be made, which driverset reads live (floodEvents).
+// The shapes share one driverset: a flood right after one that grew its heap reuses that heap
+// and may grow the RSS by nothing, so a shape's own cost is measured by running it alone
+// (RUN='TestTenantCannotFloodDriversetsMemory/Leases'); any one shape over the bound still fails.
 func TestTenantCannotFloodDriversetsMemory(t *testing.T) {
+	pods := func(labels map[string]string) func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
+		return func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
+			_, err := c.CoreV1().Pods(ns).Create(ctx, floodPod(i, labels), metav1.CreateOptions{})
+			return err
+		}
+	}
 	cases := []struct {
 		name   string
-		labels map[string]string
+		create func(ctx context.Context, c kubernetes.Interface, ns string, i int) error
 	}{
-		{"executors of an app that did not opt in", map[string]string{
+		{"executors of an app that did not opt in", pods(map[string]string{
 			contract.LabelSparkRole: contract.RoleExecutor, contract.LabelSparkAppSelector: "spark-flood",
-		}},
-		{"pods labelled as the executors of a driver driverset runs", map[string]string{
+		})},
+		{"pods labelled as the executors of a driver driverset runs", pods(map[string]string{
 			contract.LabelSparkRole: contract.RoleExecutor, contract.LabelSparkAppSelector: "spark-flood",
 			contract.LabelDriver: "flood-driver",
-		}},
-		{"pods labelled as placeholders", map[string]string{
+		})},
+		{"pods labelled as placeholders", pods(map[string]string{
 			contract.LabelSparkRole: contract.RoleDriver, contract.LabelSparkAppSelector: "spark-flood",
 			contract.LabelPlaceholder: "true",
+		})},
+		{"StatefulSets labelled as driverset's", func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
+			_, err := c.AppsV1().StatefulSets(ns).Create(ctx, floodStatefulSet(i), metav1.CreateOptions{})
+			return err
+		}},
+		{"Services labelled as driverset's", func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
+			_, err := c.CoreV1().Services(ns).Create(ctx, floodService(i), metav1.CreateOptions{})
+			return err
+		}},
+		{"Leases labelled as heartbeats", func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
+			_, err := c.CoordinationV1().Leases(ns).Create(ctx, floodLease(i), metav1.CreateOptions{})
+			return err
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := namespace(t, nil)
 			attacker := tenant(t, ns)
+			removedAtEnd(t, ns)
 			before := settledRSS(t)
 			start := time.Now()
-			flood(t, attacker, ns, tc.labels)
+			flood(t, attacker, ns, tc.create)
 			// Long enough for every watch event to reach driverset and every reconcile the flood
 			// set off to run (a placeholder without a seal gets a status and an Event).
 			time.Sleep(10 * time.Second)
 			after := settledRSS(t)
-			t.Logf("%d pods of %d KiB created by the tenant in %s; driverset's RSS %.1f MiB before, %.1f MiB after",
+			t.Logf("%d objects of %d KiB created by the tenant in %s; driverset's RSS %.1f MiB before, %.1f MiB after",
 				floodPods, floodPayload>>10, time.Since(start).Round(time.Second), mib(before), mib(after))
 			if grew := after - before; grew > floodAllowed {
-				t.Errorf("driverset's RSS grew by %.1f MiB with the tenant's %d MiB of pods, over the %.0f MiB allowed",
+				t.Errorf("driverset's RSS grew by %.1f MiB with the tenant's %d MiB of objects, over the %.0f MiB allowed",
 					mib(grew), floodPods*floodPayload>>20, mib(floodAllowed))
 			}
 		})
 	}
+	t.Run("Events about an app whose driver pod cannot be made", floodEvents)
 }
 
-// flood creates floodPods pods in ns as the tenant c, each with labels and about floodPayload
-// bytes of what a pod can carry at will: annotations (at most 256 KiB in all, the apiserver's
-// limit), a long container command, and many labels. They are gated: no node ever runs them.
-func flood(t *testing.T, c kubernetes.Interface, ns string, labels map[string]string) {
+// removedAtEnd deletes the flood's namespace when the test ends and waits until its last object
+// is gone, so that the next flood is measured without this one's deletions reaching driverset
+// (each a watch event carrying the whole object).
+func removedAtEnd(t *testing.T, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := kube().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+			return
+		}
+		waitFor(t, 3*time.Minute, "the flood's namespace deleted", func(ctx context.Context) (bool, error) {
+			_, err := kube().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+}
+
+// flood creates floodPods objects in ns as the tenant c, 4 at a time, each by create.
+func flood(t *testing.T, c kubernetes.Interface, ns string, create func(ctx context.Context, c kubernetes.Interface, ns string, i int) error) {
 	t.Helper()
 	ctx := context.Background()
-	pad := func(n int) string { return strings.Repeat("x", n) }
-	pod := func(i int) *corev1.Pod {
-		l := map[string]string{}
-		for k, v := range labels {
-			l[k] = v
-		}
-		for j := range 1000 { // about 80 KiB of labels
-			l[fmt.Sprintf("flood.example/%04d-%s", j, pad(40))] = pad(30)
-		}
-		ann := map[string]string{"flood.example/a": pad(200 << 10)}
-		args := make([]string, 0, 64)
-		for range 64 {
-			args = append(args, pad((floodPayload-(280<<10))/64))
-		}
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%03d", i), Labels: l, Annotations: ann},
-			Spec: corev1.PodSpec{
-				SchedulingGates: []corev1.PodSchedulingGate{{Name: "flood.example/never"}},
-				Containers: []corev1.Container{{
-					Name: contract.DriverContainerName, Image: "flood", Command: []string{"/bin/flood"}, Args: args,
-				}},
-			},
-		}
-	}
 	var wg sync.WaitGroup
 	errs := make(chan error, floodPods)
 	work := make(chan int)
 	for range 4 {
 		wg.Go(func() {
 			for i := range work {
-				if _, err := c.CoreV1().Pods(ns).Create(ctx, pod(i), metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("pod %d: %w", i, err)
+				if err := create(ctx, c, ns, i); err != nil {
+					errs <- fmt.Errorf("object %d: %w", i, err)
 				}
 			}
 		})
@@ -125,7 +144,67 @@ func flood(t *testing.T, c kubernetes.Interface, ns string, labels map[string]st
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatalf("the tenant could not create its pods (the attack needs them): %v", err)
+		t.Fatalf("the tenant could not create its objects (the attack needs them): %v", err)
+	}
+}
+
+func pad(n int) string { return strings.Repeat("x", n) }
+
+// floodMeta is the i-th flood object's metadata: labels with about labelBytes more of labels of
+// its own (90 bytes each), and an annotation of 200 KiB (the apiserver allows 256 KiB in all).
+func floodMeta(name string, i int, labels map[string]string, labelBytes int) metav1.ObjectMeta {
+	l := map[string]string{}
+	for k, v := range labels {
+		l[k] = v
+	}
+	for j := range labelBytes / 90 {
+		l[fmt.Sprintf("flood.example/%05d-%s", j, pad(40))] = pad(30)
+	}
+	return metav1.ObjectMeta{Name: fmt.Sprintf("%s-%03d", name, i), Labels: l,
+		Annotations: map[string]string{"flood.example/a": pad(200 << 10)}}
+}
+
+// floodPod is a pod of about floodPayload bytes with labels: about 80 KiB of labels, the
+// annotation, and a long container command. It is gated: no node ever runs it.
+func floodPod(i int, labels map[string]string) *corev1.Pod {
+	args := make([]string, 0, 64)
+	for range 64 {
+		args = append(args, pad((floodPayload-(280<<10))/64))
+	}
+	return &corev1.Pod{
+		ObjectMeta: floodMeta("flood", i, labels, 80<<10),
+		Spec: corev1.PodSpec{
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "flood.example/never"}},
+			Containers: []corev1.Container{{
+				Name: contract.DriverContainerName, Image: "flood", Command: []string{"/bin/flood"}, Args: args,
+			}},
+		},
+	}
+}
+
+// samplePeakRSS samples driverset's resident memory every 50 ms until the returned function is
+// called, which returns the highest reading.
+func samplePeakRSS() func() int64 {
+	var peak int64
+	sampled := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if rss, err := bed.driverset.RSS(); err == nil {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-sampled
+		return peak
 	}
 }
 
@@ -170,22 +249,7 @@ func TestTenantDryRunFloodCannotExhaustDriverset(t *testing.T) {
 	}
 	restarts := bed.driverset.Restarts()
 	before := settledRSS(t)
-	var peak int64
-	sampled := make(chan struct{})
-	stop := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if rss, err := bed.driverset.RSS(); err == nil {
-				peak = max(peak, rss)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	sample := samplePeakRSS()
 	var admitted, refused int
 	var firstRefusal error
 	var mu sync.Mutex
@@ -221,8 +285,7 @@ func TestTenantDryRunFloodCannotExhaustDriverset(t *testing.T) {
 		wg.Wait()
 	}
 	took := time.Since(start)
-	close(stop)
-	<-sampled
+	peak := sample()
 	t.Logf("%d dry-run creates of %d MiB driver pods (%d at once) in %s: %d admitted as placeholders, %d refused or failed; driverset's RSS %.1f MiB before, %.1f MiB at its highest",
 		dryRunFloods*dryRunBurst, dryRunPayload>>20, dryRunBurst, took.Round(time.Second), admitted, refused, mib(before), mib(peak))
 	if firstRefusal != nil {
