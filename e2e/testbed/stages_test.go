@@ -105,7 +105,7 @@ func TestStages(t *testing.T) {
 	stages := loadStages(t)
 	want := map[string]string{
 		"testbed-node-ready": "Node", "testbed-node-heartbeat": "Node",
-		"testbed-pod-ready": "Pod", "testbed-pod-delete": "Pod",
+		"testbed-pod-ready": "Pod", "testbed-pod-stop": "Pod", "testbed-pod-delete": "Pod",
 	}
 	for name, kind := range want {
 		if got := stages[name].Spec.ResourceRef.Kind; got != kind {
@@ -158,6 +158,24 @@ func TestStages(t *testing.T) {
 		if len(st.InitContainerStatuses) != 1 || st.InitContainerStatuses[0].State.Terminated == nil ||
 			st.InitContainerStatuses[0].State.Terminated.Reason != "Completed" {
 			t.Errorf("init containers %+v", st.InitContainerStatuses)
+		}
+	})
+
+	// A deleted pod is reported terminal before it is removed, as a kubelet does: a running
+	// container ends with the JVM's 143, one that had ended keeps its end.
+	t.Run("pod stop reports the pod terminal", func(t *testing.T) {
+		pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "a", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+			{Name: "b", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}}},
+		}}}
+		var st corev1.PodStatus
+		render(t, stages["testbed-pod-stop"], pod, &st)
+		if st.Phase != corev1.PodFailed {
+			t.Errorf("phase %s, want Failed", st.Phase)
+		}
+		if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].Name != "a" ||
+			st.ContainerStatuses[0].State.Terminated == nil || st.ContainerStatuses[0].State.Terminated.ExitCode != 143 {
+			t.Errorf("containers %+v, want only a, terminated with 143", st.ContainerStatuses)
 		}
 	})
 }
