@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +35,15 @@ func tenant(t *testing.T, ns string) kubernetes.Interface {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The apiserver's RBAC authorizer learns of the binding from its watch, a moment after the
+	// create (a tenant's first create was once refused "cannot create resource pods" under load).
+	waitFor(t, 30*time.Second, "the tenant's edit binding in force", func(ctx context.Context) (bool, error) {
+		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: "create", Resource: "pods"}},
+		}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, nil
+	})
 	return c
 }
 
