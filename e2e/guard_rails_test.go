@@ -211,7 +211,7 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 		do   func(context.Context) error
 	}{
 		{"its restart count on a placeholder", patchPod(ns, placeholder,
-			`{"metadata":{"annotations":{"`+contract.AnnotationRestarts+`":"1","`+contract.AnnotationRestartedIncarnation+`":"u"}}}`)},
+			`{"metadata":{"annotations":{"`+contract.AnnotationRestarts+`":"1","`+contract.AnnotationRestartsTotal+`":"1","`+contract.AnnotationRestartedIncarnation+`":"u"}}}`)},
 		{"the gate driverset.dev/stale-executors lifted", func(ctx context.Context) error {
 			_, err := ds.CoreV1().Pods(ns).Patch(ctx, plain.Name, types.JSONPatchType,
 				[]byte(`[{"op":"remove","path":"/spec/schedulingGates/1"}]`), dryPatch)
