@@ -4,9 +4,12 @@ package install
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driverset/driverset/contract"
 )
 
 // Every way in ships the ValidatingAdmissionPolicy that keeps a placeholder held (its gate and
@@ -74,6 +77,26 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 	for _, u := range mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}) {
 		if slices.Contains(guardRails, u.GetName()) {
 			t.Errorf("guardRails.enabled=false still renders %s %s", u.GetKind(), u.GetName())
+		}
+	}
+}
+
+// The annotations the controller writes on a placeholder are the ones driverset-guard-pods lets
+// its ServiceAccount write: a new one missing from the policy's list has every such write refused
+// by the apiserver (restarts-total once was, and no restart happened), which the controller's unit
+// tests, run without the policies, cannot see.
+func TestGuardRailsAllowTheAnnotationsDriversetWrites(t *testing.T) {
+	policy := find(t, readInstallYAML(t), "ValidatingAdmissionPolicy", "driverset-guard-pods")
+	vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+	var listed string
+	for _, v := range vars {
+		if m := v.(map[string]any); m["name"] == "driversetAnnotations" {
+			listed, _ = m["expression"].(string)
+		}
+	}
+	for _, a := range []string{contract.AnnotationRestarts, contract.AnnotationRestartsTotal, contract.AnnotationRestartedIncarnation, contract.AnnotationDriverLost} {
+		if !strings.Contains(listed, "'"+a+"'") {
+			t.Errorf("driverset-guard-pods' driversetAnnotations %q lacks %s, which the controller writes", listed, a)
 		}
 	}
 }
