@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -226,11 +225,11 @@ func failedStart(pod *corev1.Pod, container string) string {
 	if t == nil || t.Reason == reasonStatusUnknown || !notAnEnd(t) {
 		return ""
 	}
-	_, detail, _ := strings.Cut(t.Message, "\n")
 	if t.Reason == reasonStartError {
-		detail = t.Message
+		return t.Message
 	}
-	return detail
+	why, _ := wrap.NotStarted(t.Message)
+	return why
 }
 
 // Action is what the controller does about an incarnation's outcome.

@@ -68,9 +68,19 @@ func notStartedMessage(why string) string {
 // wrap did not start the driver (see notStartedPrefix): the controller must not take it for the
 // driver's exit.
 func DriverNotStarted(msg string) bool {
+	_, ok := NotStarted(msg)
+	return ok
+}
+
+// NotStarted returns the detail of msg ("not starting the driver: " and why) when msg is the
+// termination message of a start in which wrap did not start the driver; ok is false otherwise.
+func NotStarted(msg string) (detail string, ok bool) {
 	code, ok := ParseTerminationMessage(msg)
-	_, detail, _ := strings.Cut(msg, "\n")
-	return ok && code == ExitWrapFailed && strings.HasPrefix(detail, notStartedPrefix)
+	_, detail, _ = strings.Cut(msg, "\n")
+	if !ok || code != ExitWrapFailed || !strings.HasPrefix(detail, notStartedPrefix) {
+		return "", false
+	}
+	return detail, true
 }
 
 // logPrefix starts every line wrap writes to the container's stderr (Options.logf).

@@ -143,5 +143,9 @@ func TestDriverNotStarted(t *testing.T) {
 		if got := DriverNotStarted(tc.msg); got != tc.want {
 			t.Errorf("DriverNotStarted(%q) = %v, want %v", tc.msg, got, tc.want)
 		}
+		// NotStarted gives what the placeholder tells: the detail, wrap's words first.
+		if detail, ok := NotStarted(tc.msg); ok != tc.want || ok && (!strings.HasPrefix(detail, notStartedPrefix) || !strings.HasSuffix(tc.msg, detail)) {
+			t.Errorf("NotStarted(%q) = %q, %v", tc.msg, detail, ok)
+		}
 	}
 }

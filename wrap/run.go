@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -260,9 +259,7 @@ func (o Options) failed(cause error) (int, error) {
 // notStarted reports that the driver was not started, for the reason why, in the termination
 // message that says so (notStartedMessage) and in the error Run returns.
 func (o Options) notStarted(why string) (int, error) {
-	msg := notStartedMessage(why)
-	_, detail, _ := strings.Cut(msg, "\n")
-	return ExitWrapFailed, errors.Join(fmt.Errorf("driverset wrap: %s", detail), o.writeTerminationLog(msg))
+	return ExitWrapFailed, errors.Join(fmt.Errorf("driverset wrap: %s%s", notStartedPrefix, why), o.writeTerminationLog(notStartedMessage(why)))
 }
 
 // writeTerminationLog writes msg in place: the kubelet bind-mounts the file, so it cannot be
