@@ -95,19 +95,12 @@ func TestCheck(t *testing.T) {
 			if tc.pod != nil {
 				tc.pod(pod)
 			}
-			err := Check(pod)
-			if tc.reason == "" {
-				if err != nil {
-					t.Fatalf("Check: %v, want convertible", err)
-				}
+			nc, err := checkGives(t, pod, tc.reason)
+			if nc == nil {
 				return
 			}
-			var nc *NotConvertible
-			if !errors.As(err, &nc) {
-				t.Fatalf("Check: %v, want a *NotConvertible", err)
-			}
-			if nc.Pod != "jobs/pi-0123456789abcdef-driver" || !strings.Contains(nc.Reason, tc.reason) {
-				t.Errorf("Check: pod %q reason %q, want jobs/pi-0123456789abcdef-driver and a reason containing %q", nc.Pod, nc.Reason, tc.reason)
+			if nc.Pod != "jobs/pi-0123456789abcdef-driver" {
+				t.Errorf("Check: pod %q, want jobs/pi-0123456789abcdef-driver", nc.Pod)
 			}
 			if want := "driverset cannot take over driver pod jobs/pi-0123456789abcdef-driver: " + nc.Reason; err.Error() != want {
 				t.Errorf("Error() = %q, want %q", err.Error(), want)
@@ -178,4 +171,26 @@ func TestSettingsOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkGives runs Check on pod and fails the test unless it answers as reason says: convertible
+// for "", else a *NotConvertible whose reason contains reason, which it returns with the error
+// (nil for a convertible pod).
+func checkGives(t *testing.T, pod *corev1.Pod, reason string) (*NotConvertible, error) {
+	t.Helper()
+	err := Check(pod)
+	if reason == "" {
+		if err != nil {
+			t.Fatalf("Check: %v, want convertible", err)
+		}
+		return nil, nil
+	}
+	var nc *NotConvertible
+	if !errors.As(err, &nc) {
+		t.Fatalf("Check: %v, want a *NotConvertible", err)
+	}
+	if !strings.Contains(nc.Reason, reason) {
+		t.Errorf("reason %q, want one containing %q", nc.Reason, reason)
+	}
+	return nc, err
 }
