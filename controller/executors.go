@@ -20,7 +20,7 @@ import (
 // new incarnation. It returns a note for the placeholder's status while executors remain.
 func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1.Pod) (string, error) {
 	var list corev1.PodList
-	err := r.Client.List(ctx, &list, executorsOf(p)...)
+	err := r.Client.List(ctx, &list, executorsOf(driver)...)
 	if err != nil {
 		return "", err
 	}
@@ -120,11 +120,15 @@ func (r *Placeholder) onProvenDownNode(ctx context.Context, e *corev1.Pod, live 
 	return provenDown(e, node) != "", nil
 }
 
-// executorsOf selects the executors of p's app, of every incarnation.
-func executorsOf(p *corev1.Pod) []client.ListOption {
-	return []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{
-		contract.LabelSparkAppSelector: p.Labels[contract.LabelSparkAppSelector],
-		contract.LabelSparkRole:        contract.RoleExecutor,
+// executorsOf selects the executors of the app whose driver pod (any incarnation) is driver: those
+// labelled with its StatefulSet (driverset.dev/driver, given at birth by DriverConf or by the
+// executor patch). Not by app id: every incarnation runs with an app id of its own
+// (wrap.IncarnationAppID), so an earlier one's executors carry another. The label is
+// self-declared, as the app id was: stale and ofApp decide by owner.
+func executorsOf(driver *corev1.Pod) []client.ListOption {
+	return []client.ListOption{client.InNamespace(driver.Namespace), client.MatchingLabels{
+		contract.LabelDriver:    driver.Labels[contract.LabelDriver],
+		contract.LabelSparkRole: contract.RoleExecutor,
 	}}
 }
 
@@ -157,7 +161,7 @@ func ofApp(e, p *corev1.Pod, driverName string) bool {
 // live holds the Nodes read from the apiserver in this pass.
 func (r *Placeholder) dropExecutorsOf(ctx context.Context, p, driver *corev1.Pod, live map[string]*corev1.Node) {
 	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, executorsOf(p)...); err != nil {
+	if err := r.Client.List(ctx, &list, executorsOf(driver)...); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -170,7 +174,7 @@ func (r *Placeholder) dropExecutorsOf(ctx context.Context, p, driver *corev1.Pod
 // staleExecutorsLive counts, on the apiserver, the executors of p's app that driver does not own.
 func (r *Placeholder) staleExecutorsLive(ctx context.Context, p, driver *corev1.Pod) (int, error) {
 	var list corev1.PodList
-	err := r.apiReader().List(ctx, &list, executorsOf(p)...)
+	err := r.apiReader().List(ctx, &list, executorsOf(driver)...)
 	if err != nil {
 		return 0, err
 	}

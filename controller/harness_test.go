@@ -469,11 +469,19 @@ func transformed(obj client.Object) error {
 // ownerName/ownerUID, as Spark and the executors webhook leave it.
 func (h *cluster) makeExecutor(name, node, appID, ownerName string, ownerUID types.UID) {
 	h.t.Helper()
+	h.makeExecutorOf(h.names.StatefulSet, name, node, appID, ownerName, ownerUID)
+}
+
+// makeExecutorOf makes an executor labelled driverset.dev/driver=<s>, as the driver of
+// StatefulSet s labels its executors (convert.DriverConf).
+func (h *cluster) makeExecutorOf(s, name, node, appID, ownerName string, ownerUID types.UID) {
+	h.t.Helper()
 	yes := true
 	e := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: h.p.Namespace,
-			Labels: map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor},
+			Labels: map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor,
+				contract.LabelDriver: s},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Pod", Name: ownerName, UID: ownerUID, Controller: &yes,
 			}},

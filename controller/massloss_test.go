@@ -24,7 +24,9 @@ func TestReconcileTakesTheLostIncarnationsExecutorsAlong(t *testing.T) {
 	executor := func(name, node, appID string) { h.makeExecutor(name, node, appID, old.Name, old.UID) }
 	executor("pi-exec-1", "node-a", app)
 	executor("pi-exec-2", "node-b", app)
-	executor("other-exec-1", "node-a", "spark-another-app")
+	// The incarnation before old ran with an app id of its own.
+	h.makeExecutor("pi-exec-0", "node-a", app+"-5d1f0c8e", old.Name, "5d1f0c8e-older-incarnation")
+	h.makeExecutorOf("another-app-driver", "other-exec-1", "node-a", "spark-another-app", "another-app-driver-0", "another-app")
 
 	lost := t0.Add(10 * time.Minute)
 	h.setNode("node-a", corev1.ConditionUnknown, lost,
@@ -37,11 +39,11 @@ func TestReconcileTakesTheLostIncarnationsExecutorsAlong(t *testing.T) {
 	for _, d := range h.deletes {
 		order = append(order, d.kind+"/"+d.name)
 	}
-	want := []string{"Pod/pi-exec-1", "Pod/pi-exec-2", "Pod/" + old.Name}
-	if !slices.Equal(slices.Sorted(slices.Values(order[:min(2, len(order))])), want[:2]) || len(order) != 3 || order[2] != want[2] {
-		t.Fatalf("deletions %v, want the lost incarnation's executors %v, then its driver pod %s", order, want[:2], want[2])
+	want := []string{"Pod/pi-exec-0", "Pod/pi-exec-1", "Pod/pi-exec-2", "Pod/" + old.Name}
+	if !slices.Equal(slices.Sorted(slices.Values(order[:min(3, len(order))])), want[:3]) || len(order) != 4 || order[3] != want[3] {
+		t.Fatalf("deletions %v, want the executors of the lost incarnation and of the one before %v, then its driver pod %s", order, want[:3], want[3])
 	}
-	if got, want := h.forcedDeletions(), []string{"Pod/pi-exec-1", "Pod/" + old.Name}; !slices.Equal(got, want) {
+	if got, want := h.forcedDeletions(), []string{"Pod/pi-exec-0", "Pod/pi-exec-1", "Pod/" + old.Name}; !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("force-deletions %v, want %v (the executor on the healthy node goes gracefully)", got, want)
 	}
 }

@@ -223,7 +223,8 @@ func TestRaceStaleExecutorDeleteSparesTheLiveDriversExecutor(t *testing.T) {
 		e := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: h.p.Namespace,
-				Labels: map[string]string{contract.LabelSparkAppSelector: app, contract.LabelSparkRole: contract.RoleExecutor},
+				Labels: map[string]string{contract.LabelSparkAppSelector: app, contract.LabelSparkRole: contract.RoleExecutor,
+					contract.LabelDriver: h.names.StatefulSet},
 				OwnerReferences: []metav1.OwnerReference{{
 					APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: owner, Controller: &yes,
 				}},

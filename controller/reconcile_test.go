@@ -703,7 +703,9 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 	executor("pi-exec-1", app, oldDriver, "node-a", false)
 	executor("pi-exec-2", app, oldDriver, "node-dead", true) // no kubelet will confirm its end
 	executor("pi-exec-3", app, oldDriver, "node-a", true)    // its kubelet is stopping it
-	executor("other-exec-1", "spark-0000000000000000000000000000other", oldDriver, "node-a", false)
+	// An earlier incarnation ran with an app id of its own (wrap.IncarnationAppID).
+	executor("pi-exec-4", app+"-5d1f0c8e", oldDriver, "node-a", false)
+	h.makeExecutorOf("other-driver", "other-exec-1", "node-a", "spark-0000000000000000000000000000other", "other-driver-0", "other-driver-uid")
 	h.deletes = nil
 
 	d := h.startIncarnation("", contract.GateStaleExecutors)
@@ -721,8 +723,10 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 	for _, del := range h.deletes {
 		deleted[del.name] = del
 	}
-	if del, ok := deleted["pi-exec-1"]; !ok || del.force {
-		t.Errorf("pi-exec-1: deletion %+v, want a graceful one", del)
+	for _, name := range []string{"pi-exec-1", "pi-exec-4"} {
+		if del, ok := deleted[name]; !ok || del.force {
+			t.Errorf("%s: deletion %+v, want a graceful one", name, del)
+		}
 	}
 	if del, ok := deleted["pi-exec-2"]; !ok || !del.force {
 		t.Errorf("pi-exec-2 (Terminating on a lost node): deletion %+v, want a force-deletion", del)
@@ -732,11 +736,12 @@ func TestReconcileClearsStaleExecutors(t *testing.T) {
 			t.Errorf("%s deleted (%+v)", name, del)
 		}
 	}
-	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "3 executor(s)")
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "4 executor(s)")
 	h.expectEvents(nil, nil)
 
 	// The kubelet of node-a finishes; none of the earlier executors remain.
 	h.stopped("pi-exec-1")
+	h.stopped("pi-exec-4")
 	h.stopped("pi-exec-3")
 	h.reconcile()
 	if d := h.driver(); convert.HasGate(&d.Spec, contract.GateStaleExecutors) || len(d.Spec.SchedulingGates) != 0 {

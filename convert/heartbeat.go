@@ -24,7 +24,7 @@ func keepHeartbeat(c *corev1.Container, lease string, t time.Duration) {
 		}
 	}
 	env = append(env,
-		corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"}}},
+		podUIDEnv(),
 		corev1.EnvVar{Name: contract.EnvPodNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 	)
 	c.Env = env

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/wrap"
 )
 
 // Options are the deployment's choices that are not in the driver pod.
@@ -156,7 +157,7 @@ func template(p *corev1.Pod, n contract.Names, recorded ContainerResources, o Op
 		}
 		entry = []string{entrypoint}
 	}
-	wrapDriver(driver, entry, n, p.Namespace)
+	wrapDriver(driver, entry, n, p.Namespace, incarnationsAppID(p))
 	if o.SelfFence > 0 {
 		keepHeartbeat(driver, n.HeartbeatLease(), o.SelfFence)
 	}
@@ -220,29 +221,34 @@ func installContainer(o Options) corev1.Container {
 // running pod's own name and stable host. `--conf k=v` right after the entry command ("driver",
 // or 2.4's "driver-py"/"driver-r") wins over the
 // properties file (docs/spark-facts.md §3), so Spark's own settings need no change.
-// entry is what the container ran before: its command, or the image's entrypoint.
-func wrapDriver(c *corev1.Container, entry []string, n contract.Names, ns string) {
+// entry is what the container ran before: its command, or the image's entrypoint. appID, when
+// set, is the submitted app id that wrap gives each incarnation its own variant of (ownAppID).
+func wrapDriver(c *corev1.Container, entry []string, n contract.Names, ns, appID string) {
 	// wrap must write its termination message into the file the kubelet reads for this container:
 	// the container's own terminationMessagePath, or the default the apiserver would set. Set
 	// explicitly, so the template says which file the controller's reading depends on.
 	if c.TerminationMessagePath == "" {
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
 	}
-	c.Command = append([]string{BinaryPath, "wrap", "--state-dir", StateDir, "--termination-log", c.TerminationMessagePath, "--"}, entry...)
+	c.Command = []string{BinaryPath, "wrap", "--state-dir", StateDir, "--termination-log", c.TerminationMessagePath}
+	if appID != "" {
+		c.Command = append(c.Command, "--"+wrap.FlagSparkAppID, appID, "--"+wrap.FlagIncarnation, "$("+contract.EnvPodUID+")")
+	}
+	c.Command = append(append(c.Command, "--"), entry...)
 
 	// The entry command stays as Spark wrote it: "driver", or 2.4's "driver-py" / "driver-r".
-	c.Args = slices.Concat(c.Args[:1], DriverConf(n, ns), c.Args[1:])
+	c.Args = slices.Concat(c.Args[:1], DriverConf(n, ns, appID), c.Args[1:])
 
-	var env []corev1.EnvVar
-	for _, e := range c.Env {
-		if e.Name != contract.EnvPodName {
-			env = append(env, e)
-		}
-	}
+	env := slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool {
+		return e.Name == contract.EnvPodName || (appID != "" && e.Name == contract.EnvPodUID)
+	})
 	env = append(env, corev1.EnvVar{
 		Name:      contract.EnvPodName,
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
 	})
+	if appID != "" {
+		env = append(env, podUIDEnv())
+	}
 	c.Env = env
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath})
 	// File, not FallbackToLogsOnError: the wrapper writes the exit record there, and a log tail
@@ -257,14 +263,19 @@ func wrapDriver(c *corev1.Container, entry []string, n contract.Names, ns string
 // contract.LabelDriver=<S> at birth, which puts them in driverset's cache even when they are made
 // while driverset is down, and given the stable host in SPARK_DRIVER_URL, with Spark 4.1's
 // useDriverPodIP off (older versions ignore the key), where it would put the pod IP that a new
-// incarnation never keeps.
-func DriverConf(n contract.Names, ns string) []string {
-	return []string{
+// incarnation never keeps. appID, when set, is the submitted app id, which wrap turns into the
+// incarnation's own (incarnationsAppID).
+func DriverConf(n contract.Names, ns, appID string) []string {
+	conf := []string{
 		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),
 		"--conf", "spark.driver.host=" + n.DriverHost(ns),
 		"--conf", "spark.kubernetes.executor.label." + contract.LabelDriver + "=" + n.StatefulSet,
 		"--conf", "spark.kubernetes.executor.useDriverPodIP=false",
 	}
+	if appID != "" {
+		conf = append(conf, "--conf", "spark.app.id="+appID)
+	}
+	return conf
 }
 
 // installResources are the init container's: requests equal to limits (so any LimitRange

@@ -164,7 +164,8 @@ func TestStatefulSetTemplate(t *testing.T) {
 		t.Errorf("driver mounts %v, want %v", d.VolumeMounts, wantMounts)
 	}
 	wantEnv := []corev1.EnvVar{{Name: "SPARK_USER", Value: "spark"}, {Name: contract.EnvPodName,
-		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}}
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"}}}}
 	if !reflect.DeepEqual(d.Env, wantEnv) {
 		t.Errorf("driver env %v, want %v", d.Env, wantEnv)
 	}
@@ -173,6 +174,7 @@ func TestStatefulSetTemplate(t *testing.T) {
 		"--conf", "spark.driver.host=pi-0123456789abcdef-driver-0.pi-0123456789abcdef-driver-ds.jobs.svc",
 		"--conf", "spark.kubernetes.executor.label.driverset.dev/driver=pi-0123456789abcdef-driver",
 		"--conf", "spark.kubernetes.executor.useDriverPodIP=false",
+		"--conf", "spark.app.id=spark-0123456789abcdef0123456789abcdef",
 		"--properties-file", "/opt/spark/conf/spark.properties", "--class", "Pi", "spark-internal"}
 	if !reflect.DeepEqual(d.Args, wantArgs) {
 		t.Errorf("driver args\n%q\nwant\n%q", d.Args, wantArgs)
@@ -189,7 +191,8 @@ func TestStatefulSetTemplate(t *testing.T) {
 // TestStatefulSetEntrypoint: the wrapper runs the container's own command, or the image's
 // entrypoint when Spark left the command to the image.
 func TestStatefulSetEntrypoint(t *testing.T) {
-	wrap := []string{"/opt/driverset/bin/driverset", "wrap", "--state-dir", "/opt/driverset/state", "--termination-log", "/dev/termination-log", "--"}
+	wrap := []string{"/opt/driverset/bin/driverset", "wrap", "--state-dir", "/opt/driverset/state", "--termination-log", "/dev/termination-log",
+		"--spark-app-id", "spark-0123456789abcdef0123456789abcdef", "--incarnation", "$(DRIVERSET_POD_UID)", "--"}
 	cases := []struct {
 		name       string
 		command    []string
@@ -472,7 +475,8 @@ func TestStatefulSetKeepsTheEntryCommand(t *testing.T) {
 				"--conf", "spark.kubernetes.driver.pod.name=$(" + contract.EnvPodName + ")",
 				"--conf", "spark.driver.host=" + n.DriverHost(pod.Namespace),
 				"--conf", "spark.kubernetes.executor.label." + contract.LabelDriver + "=" + n.StatefulSet,
-				"--conf", "spark.kubernetes.executor.useDriverPodIP=false"}, rest...)
+				"--conf", "spark.kubernetes.executor.useDriverPodIP=false",
+				"--conf", "spark.app.id=" + pod.Labels[contract.LabelSparkAppSelector]}, rest...)
 			if !slices.Equal(got, want) {
 				t.Errorf("args %q, want %q", got, want)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
+	"github.com/driverset/driverset/wrap"
 )
 
 func kube() kubernetes.Interface { return bed.cluster.Client }
@@ -191,4 +192,20 @@ func holdPod(t *testing.T, ns, name string) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// expectIncarnationAppIDs checks that the driver in each of pods (incarnations of one app, in
+// order) ran with the app id ids[i], its own: the submitted id and its pod's UID, as wrap gives it
+// (wrap.IncarnationAppID).
+func expectIncarnationAppIDs(t *testing.T, submitted string, pods []*corev1.Pod, ids []string) {
+	t.Helper()
+	for i, p := range pods {
+		want, err := wrap.IncarnationAppID(submitted, string(p.UID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[i] != want {
+			t.Errorf("the driver in %s (incarnation %d) ran as app %s, want %s", p.Name, i+1, ids[i], want)
+		}
+	}
 }

@@ -79,7 +79,7 @@ func TestDriverRecoversAfterOutOfServiceTaint(t *testing.T) {
 
 // recoverFromNodeLoss runs an app, loses its driver's node with lose, and checks the recovery:
 // a new incarnation runs on another node within bound of the moment lose proved the node down
-// (the time it returns), the driver starts again there with the same app id, and no executor of
+// (the time it returns), the driver starts again there with an app id of its own, and no executor of
 // the old incarnation exists when the new one makes its own.
 func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose func(ctx context.Context, node string) (time.Time, error)) {
 	ctx := context.Background()
@@ -112,9 +112,7 @@ func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose f
 	if err != nil {
 		t.Fatalf("the driver did not start again in %s: %v", d1.Name, err)
 	}
-	if drv1.AppID() != drv.AppID() {
-		t.Errorf("app id after recovery %s, want %s", drv1.AppID(), drv.AppID())
-	}
+	expectIncarnationAppIDs(t, s.plan.AppID, []*corev1.Pod{d0, d1}, []string{drv.AppID(), drv1.AppID()})
 	execs, err := drv1.RequestExecutors(ctx, 2)
 	if err != nil {
 		t.Fatalf("the recovered driver could not make executors: %v", err)

@@ -108,9 +108,7 @@ func TestDriverOnDemandClaimSurvivesRestart(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the new incarnation's driver did not start: %v", err)
 			}
-			if drv.AppID() != r.driver.AppID() {
-				t.Errorf("app id %s after the restart, want %s", drv.AppID(), r.driver.AppID())
-			}
+			expectIncarnationAppIDs(t, r.sub.plan.AppID, []*corev1.Pod{r.pod, d1}, []string{r.driver.AppID(), drv.AppID()})
 			if err := drv.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +201,7 @@ func spark24NonJVMDriverIsConverted(t *testing.T, a sparksim.App, want spark24Bi
 		t.Fatalf("%s has no %s container", d0.Name, contract.DriverContainerName)
 	}
 	ran := d0.Spec.Containers[i]
-	wantArgs := slices.Concat([]string{want.entry}, convert.DriverConf(names, ns), sent.Args[1:])
+	wantArgs := slices.Concat([]string{want.entry}, convert.DriverConf(names, ns, p.Labels[contract.LabelSparkAppSelector]), sent.Args[1:])
 	if !slices.Equal(ran.Args, wantArgs) {
 		t.Errorf("%s's driver args %q, want %q", d0.Name, ran.Args, wantArgs)
 	}

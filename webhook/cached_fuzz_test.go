@@ -75,7 +75,7 @@ func FuzzCachedHandlers(f *testing.F) {
 		if !resp.Allowed || in == nil {
 			return
 		}
-		app, reason := incarnationApp(in)
+		sts, reason := incarnationOf(in)
 		if reason != "" || in.Spec.NodeName != "" {
 			return
 		}
@@ -83,21 +83,21 @@ func FuzzCachedHandlers(f *testing.F) {
 		if ns == "" {
 			ns = createRequest(raw, false).Namespace
 		}
-		if !staleExecutorsExist(t, incarnationCache, ns, app) {
+		if !staleExecutorsExist(t, incarnationCache, ns, sts) {
 			return
 		}
 		if out == nil || !convert.HasGate(&out.Spec, contract.GateStaleExecutors) {
-			t.Fatalf("a new incarnation allowed while executors of app %s exist in %q is not held: %+v", app, ns, out)
+			t.Fatalf("a new incarnation allowed while executors of StatefulSet %s exist in %q is not held: %+v", sts, ns, out)
 		}
 	})
 }
 
-// staleExecutorsExist: the cache holds executor pods of app in namespace ns.
-func staleExecutorsExist(t *testing.T, r client.Reader, ns, app string) bool {
+// staleExecutorsExist: the cache holds executor pods of StatefulSet sts (any app id) in namespace ns.
+func staleExecutorsExist(t *testing.T, r client.Reader, ns, sts string) bool {
 	t.Helper()
 	var list corev1.PodList
 	if err := r.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{
-		contract.LabelSparkAppSelector: app, contract.LabelSparkRole: contract.RoleExecutor,
+		contract.LabelDriver: sts, contract.LabelSparkRole: contract.RoleExecutor,
 	}); err != nil {
 		t.Fatal(err)
 	}

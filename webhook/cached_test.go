@@ -193,14 +193,24 @@ func TestIncarnationDecides(t *testing.T) {
 	}{
 		{name: "the control: held", want: patchedOK, message: "held by scheduling gate driverset.dev/stale-executors"},
 		{name: "the cache fails: refused, to be retried", cache: []func(*fake.ClientBuilder){failing("")},
-			want: refusedErr, message: "could not look up the executors of app spark-8f2c1d4e6a7b4c9d8e0f1a2b3c4d5e6f: " + errCacheDown.Error()},
+			want: refusedErr, message: "could not look up the executors of StatefulSet spark-pi-8e3c5a1f0b7d2e49-driver: " + errCacheDown.Error()},
 		{name: "no cache: refused, to be retried", nilRead: true, want: refusedErr, message: "no cache"},
 		{name: "an executor pod", pod: func(p *corev1.Pod) { p.Labels[contract.LabelSparkRole] = contract.RoleExecutor },
 			want: unchanged, message: "not a Spark driver pod"},
 		{name: "the driver label empty", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "" },
 			want: unchanged, message: "not a driver pod run by driverset"},
-		{name: "no app id", pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelSparkAppSelector) },
-			want: unchanged, message: "no spark-app-selector label"},
+		{name: "no app id: held all the same, executors are found by their StatefulSet", pod: func(p *corev1.Pod) { delete(p.Labels, contract.LabelSparkAppSelector) },
+			want: patchedOK, message: "held by scheduling gate"},
+		{name: "an earlier incarnation's executor, with that incarnation's app id: held", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "stream-driver"
+			p.Labels[contract.LabelSparkAppSelector] = "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "stream-exec-1", Namespace: "analytics",
+			Labels: map[string]string{contract.LabelDriver: "stream-driver", contract.LabelSparkRole: contract.RoleExecutor,
+				contract.LabelSparkAppSelector: "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d-5d1f0c8e"},
+		}})}, want: patchedOK, message: "held by scheduling gate"},
+		{name: "another StatefulSet's executors only: admitted", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "quiet-driver" },
+			want: unchanged, message: "no executors"},
 		{name: "already held (a reinvocation): nothing more", pod: func(p *corev1.Pod) {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: contract.GateStaleExecutors}}
 		}, want: unchanged, message: "held by scheduling gate"},

@@ -43,19 +43,21 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 	if why := secondDriver(pod); why != "" {
 		return deny(ReasonSecondDriver, why)
 	}
-	app, reason := incarnationApp(pod)
+	sts, reason := incarnationOf(pod)
 	if reason != "" {
 		return admission.Allowed(reason)
 	}
 	if n.Reader == nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset has no cache to look up the executors of app %s in", app))
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset has no cache to look up the executors of StatefulSet %s in", sts))
 	}
+	// By StatefulSet, not by app id: every incarnation runs with an app id of its own
+	// (wrap.IncarnationAppID), so an earlier one's executors carry another.
 	var executors corev1.PodList
 	if err := n.Reader.List(ctx, &executors, client.InNamespace(pod.Namespace), client.MatchingLabels{
-		contract.LabelSparkAppSelector: app,
-		contract.LabelSparkRole:        contract.RoleExecutor,
+		contract.LabelDriver:    sts,
+		contract.LabelSparkRole: contract.RoleExecutor,
 	}); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of app %s: %w", app, err))
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of StatefulSet %s: %w", sts, err))
 	}
 	was := pod.DeepCopy()
 	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executors.Items))
@@ -73,23 +75,21 @@ func secondDriver(pod *corev1.Pod) string {
 		"driverset scales it back to 1 replica", pod.Name, index, pod.Labels[contract.LabelDriver])
 }
 
-// incarnationApp returns the app id of pod when it is a driver pod driverset runs, else why the
+// incarnationOf returns the StatefulSet of pod when it is a driver pod driverset runs, else why the
 // handler leaves it alone.
-func incarnationApp(pod *corev1.Pod) (app, reason string) {
+func incarnationOf(pod *corev1.Pod) (sts, reason string) {
 	switch {
 	case pod.Labels[contract.LabelSparkRole] != contract.RoleDriver:
 		return "", "not a Spark driver pod"
 	case pod.Labels[contract.LabelDriver] == "":
 		return "", "not a driver pod run by driverset"
-	case pod.Labels[contract.LabelSparkAppSelector] == "":
-		return "", "no " + contract.LabelSparkAppSelector + " label: no executors to wait for"
 	}
-	return pod.Labels[contract.LabelSparkAppSelector], ""
+	return pod.Labels[contract.LabelDriver], ""
 }
 
 // HoldIncarnation is the decision, pure: it adds the gate contract.GateStaleExecutors to driver pod
-// pod, once, when executors (the pods labelled with pod's app id and spark-role=executor in its
-// namespace) is not empty, and says what it decided. The pod being created has no UID yet, so
+// pod, once, when executors (the pods labelled with pod's StatefulSet, driverset.dev/driver, and
+// spark-role=executor in its namespace) is not empty, and says what it decided. The pod being created has no UID yet, so
 // every executor that exists belongs to an earlier incarnation; terminating and finished ones
 // count too, since the new driver would still see them. The gate is never removed here: lifting
 // it is the controller's, once the executors are gone.

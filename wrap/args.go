@@ -30,7 +30,11 @@ flags:
   --heartbeat-lease NAME  self-fencing: renew the coordination.k8s.io Lease NAME (in $` + contract.EnvPodNamespace + `,
                           with the pod's ServiceAccount) while the driver runs
   --self-fence T          with --heartbeat-lease: kill the driver's whole process tree when the
-                          Lease could not be renewed for T (a duration such as 2m)`
+                          Lease could not be renewed for T (a duration such as 2m)
+  --spark-app-id ID       the app id the app was submitted with: the command's
+                          "--conf spark.app.id=ID" becomes ID-<first 8 hex digits of
+                          --incarnation>, an app id of this incarnation's own
+  --incarnation UID       this pod's UID`
 
 // helpError is returned for -h/--help: its text is the usage, and errors.Is(err, flag.ErrHelp).
 type helpError struct{}
@@ -56,6 +60,8 @@ func ParseArgs(args []string) (Options, error) {
 	fs.StringVar(&o.TerminationLog, "termination-log", DefaultTerminationLog, "")
 	fs.StringVar(&o.HeartbeatLease, FlagHeartbeatLease, "", "")
 	fs.DurationVar(&o.SelfFence, FlagSelfFence, 0, "")
+	fs.StringVar(&o.SparkAppID, FlagSparkAppID, "", "")
+	fs.StringVar(&o.Incarnation, FlagIncarnation, "", "")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Options{}, helpError{}

@@ -25,6 +25,7 @@ import (
 //	child sleep DIR          appends to DIR/runs, announces DIR/ready, sleeps
 //	child selfkill SIG DIR   appends to DIR/runs, kills itself with SIG
 //	child echo               copies stdin to stdout, writes $probeEnv to stderr
+//	child args DIR ARGS...   writes ARGS, one per line, to DIR/args
 //	child spawn MODE DIR CODE  appends to DIR/runs, starts a daemonized grandchild (`linger MODE`,
 //	                         its own session, not waited for, holding the output), waits until it
 //	                         runs, exits CODE
@@ -188,6 +189,15 @@ func childMain(args []string) int {
 		}
 		time.Sleep(30 * time.Second)
 		return fail(fmt.Errorf("was not killed"))
+	case len(args) >= 2 && args[0] == "args":
+		var b strings.Builder
+		for _, a := range args[2:] {
+			b.WriteString(a + "\n")
+		}
+		if err := os.WriteFile(filepath.Join(args[1], "args"), []byte(b.String()), 0o644); err != nil {
+			return fail(err)
+		}
+		return 0
 	case len(args) == 1 && args[0] == "echo":
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			return fail(err)

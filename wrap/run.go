@@ -56,6 +56,9 @@ type Options struct {
 	// renewed, and its whole process tree is killed once it could not be for SelfFence.
 	HeartbeatLease string
 	SelfFence      time.Duration
+	// SparkAppID, when set, is the app id the app was submitted with, and Incarnation the UID
+	// of this pod: the driver runs with an app id of its own (DriverCommand).
+	SparkAppID, Incarnation string
 	// Renewer renews the heartbeat; nil: the Lease HeartbeatLease, with the pod's ServiceAccount.
 	Renewer Renewer
 	// Signals, when not nil, replaces Run's subscription to the process's signals: each value
@@ -125,6 +128,12 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 		o.logf("%s", detail)
 		return ExitOutcomeLost, o.record(st, TerminationMessage(ExitOutcomeLost, detail))
 	}
+
+	command, err := o.DriverCommand()
+	if err != nil {
+		return o.notStarted(err.Error())
+	}
+	o.Command = command
 
 	// The heartbeat is held before the driver starts (and before it is marked started: a
 	// container that never got one tries again when the kubelet restarts it).

@@ -23,6 +23,7 @@ import (
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/sparksim"
 	"github.com/driverset/driverset/e2e/testbed"
+	"github.com/driverset/driverset/wrap"
 )
 
 func kube() kubernetes.Interface { return bed.cluster.Client }
@@ -290,4 +291,15 @@ func restricted(p *corev1.Pod) {
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		}
 	}
+}
+
+// incarnationAppID is the app id the driver in pod runs with, for the app submitted as appID: its
+// own, as wrap gives it (wrap.IncarnationAppID).
+func incarnationAppID(t *testing.T, appID string, pod *corev1.Pod) string {
+	t.Helper()
+	id, err := wrap.IncarnationAppID(appID, string(pod.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

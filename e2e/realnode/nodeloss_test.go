@@ -71,9 +71,10 @@ func TestNodeKilledHardThenOutOfService(t *testing.T) {
 	if second.Spec.NodeName == node {
 		t.Fatalf("the new driver runs on the dead node %s", node)
 	}
+	// Each incarnation runs with an app id of its own: the submitted one and its pod's UID.
 	started := waitLog(t, ns, second.Name, "simspark: driver started", 1, time.Minute)
-	if !strings.Contains(started[0], appID) {
-		t.Errorf("the new driver runs another app: %q, want app id %s", started[0], appID)
+	if want := incarnationAppID(t, appID, second); !strings.Contains(started[0], "app "+want+",") {
+		t.Errorf("the new driver runs as another app: %q, want app id %s", started[0], want)
 	}
 	waitLog(t, ns, second.Name, "registered from", executors, 2*time.Minute)
 	if !s.Running() {

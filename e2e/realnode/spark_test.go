@@ -55,8 +55,9 @@ var ( //nolint:gochecknoglobals // constant patterns
 // TestRealSpark runs the real spark-submit, driver and executors of each Spark version, three
 // times: without driverset, with driverset, and with driverset while the driver's node is killed
 // in the middle of the job. The first two must be indistinguishable to the user (spark-submit's
-// exit code and final phase, the job's result); the third must end the same way, its driver
-// started again on another node with the same app id and its executors found at the stable name.
+// exit code and final phase, the job's result); the third, with the event log on, must end the
+// same way, its driver started again on another node with an app id of its own and its executors
+// found at the stable name, each incarnation's event log kept and listed by Spark's History Server.
 // The run without driverset is also the reference for sparksim: the same submission simulated
 // must make the same API calls (expectSimSameCalls).
 func TestRealSpark(t *testing.T) {
@@ -78,13 +79,19 @@ func TestRealSpark(t *testing.T) {
 			with.expectSameAs(t, plain)
 			with.expectStableName(t)
 
-			killed := runSpark(t, d, true, killDriverNodeMidJob)
+			// With the event log on, as anyone who runs a History Server has it: Spark's default
+			// log of each version (4.x rolling, 3.5 a single file).
+			logs := newEventLogs(t, !strings.HasPrefix(d.Version, "3."))
+			killed := runSparkJob(t, d, sparkJob{resilient: true, conf: logs.conf}, killDriverNodeMidJob)
 			killed.expectSucceeded(t)
 			killed.expectSameAs(t, plain)
 			killed.expectStableName(t)
 			if n := len(killed.attempts()); n != 2 {
 				t.Errorf("want the driver started twice (before and after the node died), saw %d: %v", n, killed.attempts())
 				killed.logDrivers(t)
+			} else {
+				killed.expectOwnAppIDs(t)
+				logs.expect(t, d, killed.attempts(), killed.attempts()[0])
 			}
 		})
 	}
@@ -398,6 +405,21 @@ func (r *sparkRun) result(t *testing.T) string {
 	return found[0]
 }
 
+// expectOwnAppIDs checks that each incarnation's JVM ran with an app id of its own: the submitted
+// id (the same for all) and a suffix of its own (wrap.IncarnationAppID). Spark names its event log
+// by it, and a second log of one id is refused.
+func (r *sparkRun) expectOwnAppIDs(t *testing.T) {
+	t.Helper()
+	ids := r.attempts()
+	submitted := map[string]bool{}
+	for _, id := range ids {
+		submitted[id[:max(0, strings.LastIndex(id, "-"))]] = true
+	}
+	if len(submitted) != 1 || len(ids) < 2 || slices.Contains(ids[1:], ids[0]) {
+		t.Errorf("the driver JVMs ran with app ids %v: want the submitted id with a suffix of each incarnation's own", ids)
+	}
+}
+
 // attempts are the app ids each driver JVM started with, in order.
 func (r *sparkRun) attempts() []string {
 	var out []string
@@ -591,10 +613,12 @@ func (b *syncBuffer) String() string {
 
 // TestRealSparkDriverFailsThenCompletes: the driver JVM throws (an application error, not a node
 // loss). Spark alone would end the app there (read in its source, not run here); with driverset
-// the driver runs again in a new incarnation with the same app id and the job completes:
+// the driver runs again in a new incarnation, with an app id of its own, and the job completes:
 // spark-submit, still watching, ends Succeeded with the job's result. The driver has a claim that spark-submit made
 // (claimName=OnDemand), which the first JVM's clean stop would delete by its app id label: the
-// second incarnation must get it.
+// second incarnation must get it. The event log is on (rolling): before each incarnation had its
+// own app id, the second one's SparkContext refused to start ("Target log directory already
+// exists"), and so did every later one, until the app ended Failed.
 func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 	if len(bed.images.spark) == 0 {
 		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
@@ -602,12 +626,13 @@ func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 	d := bed.images.spark[len(bed.images.spark)-1]
 	class := localVolume(t)
 	const claim = "spark.kubernetes.driver.volumes.persistentVolumeClaim.data."
-	r := runSparkJob(t, d, sparkJob{resilient: true, failOnce: true, conf: map[string]string{
+	events := newEventLogs(t, true)
+	r := runSparkJob(t, d, sparkJob{resilient: true, failOnce: true, conf: events.with(map[string]string{
 		claim + "options.claimName":    "OnDemand",
 		claim + "options.storageClass": class,
 		claim + "options.sizeLimit":    "1Gi",
 		claim + "mount.path":           "/data",
-	}}, nil)
+	})}, nil)
 	r.expectSucceeded(t)
 	r.expectStableName(t)
 	if a := r.attempts(); len(a) != 2 {
@@ -623,6 +648,10 @@ func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 	}
 	if got := p.Annotations[contract.AnnotationRestarts]; got != "1" {
 		t.Errorf("the placeholder counts %q restarts, want 1", got)
+	}
+	if a := r.attempts(); len(a) == 2 {
+		r.expectOwnAppIDs(t)
+		events.expect(t, d, a)
 	}
 }
 

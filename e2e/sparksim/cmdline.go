@@ -3,11 +3,14 @@ package sparksim
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/driverset/driverset/wrap"
 )
 
 // expandVars is the kubelet's $(VAR) expansion of command, args and env values
@@ -114,6 +117,24 @@ func podField(pod *corev1.Pod, path string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// wrapped is what runs of argv: when it is `driverset wrap …`, the command wrap itself would run
+// (wrap.DriverCommand: the incarnation's own app id); otherwise argv. wrap's own code decides, so
+// that the imitation starts what the real container starts.
+func wrapped(argv []string) ([]string, error) {
+	if len(argv) < 2 || path.Base(argv[0]) != "driverset" || argv[1] != "wrap" {
+		return argv, nil
+	}
+	o, err := wrap.ParseArgs(argv[2:])
+	if err != nil {
+		return nil, fmt.Errorf("sparksim: %w", err)
+	}
+	cmd, err := o.DriverCommand()
+	if err != nil {
+		return nil, fmt.Errorf("sparksim: driverset wrap would not start the driver: %w", err)
+	}
+	return append(argv[:len(argv)-len(o.Command)], cmd...), nil
 }
 
 // sparkArgs finds the entry command ("driver", or 2.4's "driver-py" / "driver-r") and the

@@ -116,6 +116,9 @@ func StartDriverWith(ctx context.Context, c kubernetes.Interface, ns, podName st
 	for _, a := range append(append([]string{}, ctr.Command...), ctr.Args...) {
 		argv = append(argv, expandVars(a, lookup))
 	}
+	if argv, err = wrapped(argv); err != nil {
+		return nil, err
+	}
 	entry, rest, err := sparkArgs(argv)
 	if err != nil {
 		return nil, err

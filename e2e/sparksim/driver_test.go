@@ -428,3 +428,32 @@ func TestDriverPollsItsExecutors(t *testing.T) {
 		})
 	}
 }
+
+// Under driverset wrap with --spark-app-id, the driver runs with its incarnation's own app id, as
+// wrap makes it (wrap.DriverCommand, the real code): two pods of one template, two ids.
+func TestDriverUnderWrapRunsWithItsIncarnationsAppID(t *testing.T) {
+	res, c := submitted(t, testApp(Spark35))
+	ctx := context.Background()
+	for _, uid := range []string{"3f2a9c1e-0b1c-4d2e-9f30-112233445566", "9d8c7b6a-0b1c-4d2e-9f30-112233445566"} {
+		name := "s-" + uid[:1]
+		pod := statefulPod(res, name)
+		pod.UID = types.UID(uid)
+		ctr := &pod.Spec.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
+		ctr.Command = []string{"/opt/driverset/bin/driverset", "wrap", "--spark-app-id", res.Plan.AppID,
+			"--incarnation", "$(" + contract.EnvPodUID + ")", "--", "/opt/entrypoint.sh"}
+		ctr.Args = slices.Insert(ctr.Args, 1, "--conf", "spark.app.id="+res.Plan.AppID)
+		ctr.Args = slices.Insert(ctr.Args, 1, "--conf", "spark.kubernetes.driver.pod.name="+name)
+		if _, err := c.CoreV1().Pods("apps").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := StartDriver(ctx, c, "apps", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := res.Plan.AppID + "-" + uid[:8]; d.AppID() != want {
+			t.Errorf("the driver in pod %s runs as app %s, want %s", uid, d.AppID(), want)
+		}
+	}
+}

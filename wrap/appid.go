@@ -1,0 +1,69 @@
+package wrap
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Flags that give each incarnation of the driver an app id of its own.
+const (
+	FlagSparkAppID  = "spark-app-id"
+	FlagIncarnation = "incarnation"
+)
+
+// appIDSetting is the Spark setting an incarnation's app id is given in.
+const appIDSetting = "spark.app.id="
+
+// maxLabelValue is the longest label value Kubernetes takes: Spark labels every executor with
+// its app id (spark-app-selector), so a longer id would make every executor create fail.
+const maxLabelValue = 63
+
+// IncarnationAppID is the app id of the incarnation whose pod has UID uid, for the app
+// submitted as appID: appID, "-", and the first 8 hexadecimal digits of the UID (lower case).
+//
+// Spark names its event log after the app id, and Spark 4.x (3.5 with rolling logs) refuses to
+// start when that log exists: every incarnation but the first would fail. Spark also labels its
+// executors, and selects what its clean stop deletes (its driver Service, claims, executors),
+// by app id. An id of its own per incarnation keeps every incarnation's history, and no
+// incarnation's stop deletes what the submission made (docs/design.md#one-app-id-per-incarnation).
+// 8 digits of a random UID tell an app's incarnations apart (a clash, one in 4 billion per pair,
+// costs one failed start, which the next incarnation does not repeat).
+func IncarnationAppID(appID, uid string) (string, error) {
+	hex := strings.ToLower(strings.ReplaceAll(uid, "-", ""))
+	if len(hex) < 8 || strings.Trim(hex[:8], "0123456789abcdef") != "" {
+		return "", fmt.Errorf("--%s: incarnation %q is not a pod UID", FlagIncarnation, uid)
+	}
+	id := appID + "-" + hex[:8]
+	if len(id) > maxLabelValue {
+		return "", fmt.Errorf("--%s: app id %s with its incarnation is longer than %d characters, too long for Spark's executor labels", FlagSparkAppID, appID, maxLabelValue)
+	}
+	return id, nil
+}
+
+// DriverCommand is the command wrap runs: o.Command, where o.SparkAppID is set, with its
+// "--conf spark.app.id=<o.SparkAppID>" given the incarnation's id (IncarnationAppID). The
+// pair must be there: a driver started with the submitted id would be refused by its own event
+// log, or delete the submission's driver Service when it stops. A later argument that only
+// looks the same is the job's (it follows the primary resource), so only the first pair is
+// changed. o.Command itself is not changed.
+func (o Options) DriverCommand() ([]string, error) {
+	if o.SparkAppID == "" {
+		return o.Command, nil
+	}
+	if o.Incarnation == "" {
+		return nil, fmt.Errorf("--%s needs --%s", FlagSparkAppID, FlagIncarnation)
+	}
+	id, err := IncarnationAppID(o.SparkAppID, o.Incarnation)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(o.Command); i++ {
+		if o.Command[i] == "--conf" && o.Command[i+1] == appIDSetting+o.SparkAppID {
+			command := slices.Clone(o.Command)
+			command[i+1] = appIDSetting + id
+			return command, nil
+		}
+	}
+	return nil, fmt.Errorf("the driver command sets no %s%s (--conf) to give the incarnation's app id %s", appIDSetting, o.SparkAppID, id)
+}
