@@ -14,10 +14,11 @@ import (
 	"github.com/driverset/driverset/convert"
 )
 
-// clearStaleExecutors removes the executors that earlier incarnations of the driver left (they
-// carry the same app id, so the new driver would count them as its own failed executors, and on
-// Spark 2.4/3.0 their names collide with the ones it makes), then lifts the gate that holds the
-// new incarnation. It returns a note for the placeholder's status while executors remain.
+// clearStaleExecutors removes the executors that earlier incarnations of the driver left (their
+// names collide with the ones the new driver makes, which reuses the executor name prefix on Spark
+// 2.4/3.0; a driver of a template without an app id of its own per incarnation would also count
+// them as its own failed executors; and they may still run tasks for a driver that is gone), then
+// lifts the gate that holds the new incarnation. It returns a note for the placeholder's status while executors remain.
 func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1.Pod) (string, error) {
 	var list corev1.PodList
 	err := r.Client.List(ctx, &list, executorsOf(driver)...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/wrap"
 )
 
 // ReasonRecovered is the reason of the Event the controller records on the placeholder each time
@@ -23,6 +24,9 @@ const ReasonRecovered = "Recovered"
 // Status is what `kubectl driverset status` reports about one driver.
 type Status struct {
 	Namespace, Placeholder, AppID string
+	// RunsAs is the app id the current incarnation's driver runs with, its own
+	// (wrap.IncarnationAppID); "" when it runs with AppID or there is none.
+	RunsAs string
 	// Phase and Message are the placeholder's: what spark-submit sees. Outcome says the same in words.
 	Phase   corev1.PodPhase
 	Message string
@@ -82,11 +86,32 @@ func StatusOf(s *Snapshot) Status {
 	}
 	if d := s.Driver; d != nil {
 		st.Driver = driverLine(d, driverContainer(p))
+		st.RunsAs = runsAs(d, driverContainer(p))
 		if d.Spec.NodeName != "" {
 			st.Node = nodeLine(d.Spec.NodeName, s.Node, s.NodeMissing)
 		}
 	}
 	return st
+}
+
+// runsAs is the app id the driver in pod d runs with when wrap gives it one of its own: read from
+// the command of its container named container, with wrap's own parser (what runs is what counts).
+func runsAs(d *corev1.Pod, container string) string {
+	for _, c := range d.Spec.Containers {
+		if c.Name != container || len(c.Command) < 2 || c.Command[1] != "wrap" {
+			continue
+		}
+		o, err := wrap.ParseArgs(c.Command[2:])
+		if err != nil || o.SparkAppID == "" {
+			return ""
+		}
+		id, err := wrap.IncarnationAppID(o.SparkAppID, string(d.UID))
+		if err != nil {
+			return ""
+		}
+		return id
+	}
+	return ""
 }
 
 // outcome is the app's state as spark-submit sees it on the placeholder, with the exit code once final.
@@ -207,7 +232,11 @@ func WriteStatus(w io.Writer, st Status) error {
 		return v
 	}
 	row("Driver", fmt.Sprintf("%s/%s (the pod spark-submit made and watches; it never runs)", st.Namespace, st.Placeholder))
-	row("App id", or(st.AppID, "(none)"))
+	if st.RunsAs != "" {
+		row("App id", fmt.Sprintf("%s (this incarnation runs as %s)", or(st.AppID, "(none)"), st.RunsAs))
+	} else {
+		row("App id", or(st.AppID, "(none)"))
+	}
 	row("Outcome", st.Outcome)
 	row("Message", or(st.Message, "(none)"))
 	if st.StatefulSet == "" {

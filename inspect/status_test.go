@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // TestStatusOf is the spec of `kubectl driverset status`: what it says for each state of an app.
@@ -176,5 +177,28 @@ func TestWriteStatus(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// The app id the current incarnation runs with is its own (wrap's --spark-app-id and the pod's
+// UID), read from the command its driver container runs; a driver pod without it runs as the
+// submitted id, and shows none.
+func TestStatusShowsTheIncarnationsOwnAppID(t *testing.T) {
+	d := driverPod("3f2a9c1e-0b1c-4d2e-9f30-112233445566", "n1")
+	d.Spec.Containers[1].Command = []string{convert.BinaryPath, "wrap", "--spark-app-id", "spark-123",
+		"--incarnation", "$(DRIVERSET_POD_UID)", "--", "/opt/entrypoint.sh"}
+	st := StatusOf(&Snapshot{Placeholder: placeholder(), Names: contract.NamesFor("pi-driver"), StatefulSet: statefulSet(), Driver: d})
+	if st.RunsAs != "spark-123-3f2a9c1e" {
+		t.Errorf("RunsAs = %q, want spark-123-3f2a9c1e", st.RunsAs)
+	}
+	var b bytes.Buffer
+	if err := WriteStatus(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	if want := "App id:       spark-123 (this incarnation runs as spark-123-3f2a9c1e)"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+	if got := StatusOf(&Snapshot{Placeholder: placeholder(), Driver: driverPod("d0", "n1")}).RunsAs; got != "" {
+		t.Errorf("RunsAs = %q for a driver pod without an app id of its own", got)
 	}
 }

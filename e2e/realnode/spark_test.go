@@ -653,6 +653,16 @@ func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 		r.expectOwnAppIDs(t)
 		events.expect(t, d, a)
 	}
+	// Spark's driver Service, which clients and UI ingresses use: the clean stop of an incarnation
+	// deletes the Services labelled with its app id, and no incarnation runs with the submitted one.
+	svcs, err := kube().CoreV1().Services(r.app.Namespace).List(context.Background(), metav1.ListOptions{
+		LabelSelector: contract.LabelSparkAppSelector + "=" + p.Labels[contract.LabelSparkAppSelector]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(svcs.Items) != 1 {
+		t.Errorf("Spark's driver Service: %d Service(s) labelled with the submitted app id after both incarnations stopped, want it kept", len(svcs.Items))
+	}
 }
 
 // localVolume makes a StorageClass with no provisioner and local PersistentVolumes of it on the

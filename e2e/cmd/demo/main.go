@@ -185,10 +185,15 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	host := "spark.driver.host"
-	if drv2.AppID() != drv.AppID() || drv2.Conf()[host] != drv.Conf()[host] {
-		return fmt.Errorf("the new driver has app id %s at %s; the first had %s at %s", drv2.AppID(), drv2.Conf()[host], drv.AppID(), drv.Conf()[host])
+	// Each incarnation runs as an app id of its own: the submitted one and its pod's UID.
+	own, err := wrap.IncarnationAppID(plan.AppID, string(d1.UID))
+	if err != nil {
+		return err
 	}
-	s.say("  the driver starts again there with the same app id %s, at the same address %s", drv2.AppID(), drv2.Conf()[host])
+	if drv2.AppID() != own || drv2.AppID() == drv.AppID() || drv2.Conf()[host] != drv.Conf()[host] {
+		return fmt.Errorf("the new driver has app id %s at %s, want %s; the first had %s at %s", drv2.AppID(), drv2.Conf()[host], own, drv.AppID(), drv.Conf()[host])
+	}
+	s.say("  the driver starts again there as app %s (the submitted %s, this incarnation's own), at the same address %s", drv2.AppID(), plan.AppID, drv2.Conf()[host])
 
 	s.say("The driver finishes with exit code 0")
 	if err := cluster.TerminateContainer(ctx, "default", d1.Name, contract.DriverContainerName, 0, wrap.TerminationMessage(0, "")); err != nil {

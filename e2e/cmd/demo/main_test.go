@@ -12,8 +12,8 @@ import (
 
 // TestDemo runs `make demo`, the README's first command, as a newcomer would, and holds its story
 // to what the README shows: the placeholder, the driver kept Terminating on its dead node, still
-// one driver 5 s later, the new driver on another node after the taint with the same app id and
-// address, and spark-submit's end. run checks each of these before it says it, so a driverset
+// one driver 5 s later, the new driver on another node after the taint with an app id of its own
+// and the same address, and spark-submit's end. run checks each of these before it says it, so a driverset
 // that broke any of them fails here, not only in a newcomer's first minutes.
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
@@ -33,7 +33,7 @@ func TestDemo(t *testing.T) {
 		`5 s later: still one driver pod`,
 		`kubectl taint node kwok-node-\d node\.kubernetes\.io/out-of-service=nodeshutdown:NoExecute`,
 		`a new \S+-0 \(uid \w+\) runs on kwok-node-\d`,
-		`the driver starts again there with the same app id spark-\w+, at the same address \S+-0\.\S+-ds\.default\.svc`,
+		`the driver starts again there as app spark-\w+-[0-9a-f]{8} \(the submitted spark-\w+, this incarnation's own\), at the same address \S+-0\.\S+-ds\.default\.svc`,
 		`spark-submit returned: driver pod phases \[.*Succeeded\], exit code 0`,
 	}
 	rest := out.String()
