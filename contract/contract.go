@@ -26,6 +26,8 @@ const (
 	// FinalizerOutcome keeps a deleted driver pod (S-0, from the StatefulSet's pod template) until
 	// driverset has read its driver's exit: the StatefulSet controller deletes a Failed pod at
 	// once (an eviction), and a pod removed while driverset is down would take the exit with it.
+	// On the placeholder (added at admission) it keeps a deleted app until its driver has stopped:
+	// a pod that never ran is otherwise removed at once, while S-0 still stops or still runs.
 	FinalizerOutcome = "driverset.dev/outcome"
 	// LabelDriver names the StatefulSet that runs a driver; it is on the StatefulSet, its pod and
 	// that pod's executors. The driver webhook never converts a pod that carries it.

@@ -156,7 +156,13 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 				return err
 			}
 			if pod.DeletionTimestamp != nil {
-				return nil // removing the last finalizer of a Terminating pod removed the pod
+				// Removing the last finalizer of a Terminating pod removed it; one that others keep
+				// now has the forced grace of 0, as the apiserver records it.
+				if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+					return client.IgnoreNotFound(err)
+				}
+				pod.DeletionGracePeriodSeconds = new(int64(0))
+				return c.Update(ctx, pod)
 			}
 		case !force && pod.DeletionTimestamp == nil && pod.Spec.NodeName != "" && !isTerminal(pod.Status.Phase):
 			controllerutil.AddFinalizer(pod, kubeletFinalizer)

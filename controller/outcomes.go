@@ -65,6 +65,10 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 	switch {
 	case placeholder == nil:
 		return true, "its app is gone"
+	case placeholder.DeletionTimestamp != nil && mayStillRun(pod, driverContainer(placeholder)) && !nodeDown:
+		// The deleted app's placeholder waits for this pod (stopDeletedApp): letting it go would
+		// let the app be submitted again beside a driver that still runs.
+		return false, "its app is being deleted, and its driver may still run on its node, which is not proven down"
 	case placeholder.DeletionTimestamp != nil:
 		return true, "its app is being deleted"
 	case isTerminal(placeholder.Status.Phase):

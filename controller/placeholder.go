@@ -63,6 +63,9 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if convert.IsPlaceholder(&p) && heldAsDeletedApp(&p) {
+		return r.stopDeletedApp(ctx, &p)
+	}
 	if !convert.IsPlaceholder(&p) || p.DeletionTimestamp != nil {
 		// Deleting P deletes S, H, Spark's ConfigMap and Service through their ownerReferences.
 		return ctrl.Result{}, nil

@@ -18,6 +18,10 @@ func TestPlaceholderOf(t *testing.T) {
 		{name: "the placeholder itself", want: true},
 		{name: "made again under the same name: another app", replace: func(h *cluster) {
 			p := h.placeholder()
+			p.Finalizers = nil // the old app is gone
+			if err := h.c.Update(h.ctx, p); err != nil {
+				t.Fatal(err)
+			}
 			if err := h.c.Delete(h.ctx, p); err != nil {
 				t.Fatal(err)
 			}

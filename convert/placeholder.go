@@ -3,6 +3,7 @@ package convert
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -97,6 +98,11 @@ func ToPlaceholderWithin(pod *corev1.Pod, floor corev1.ResourceList) error {
 	pod.Annotations[contract.AnnotationResources] = string(value)
 	pod.Labels = setLabel(pod.Labels, contract.LabelPlaceholder, "true")
 	AddGate(&pod.Spec, contract.GatePlaceholder)
+	// A deleted placeholder stays until its driver has stopped (the controller's stopDeletedApp):
+	// without the finalizer a pod that never ran is removed at once, while S-0 still stops.
+	if !slices.Contains(pod.Finalizers, contract.FinalizerOutcome) {
+		pod.Finalizers = append(pod.Finalizers, contract.FinalizerOutcome)
+	}
 	return nil
 }
 

@@ -240,3 +240,52 @@ func TestEverySparkVersionRestartsAndCompletes(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartWindowForgetsFailuresFarApart: max-restarts is the budget of one run of failures. With
+// max-restarts 1 and a restart window of 1m, a driver that fails at once uses the budget; the next
+// one runs for more than the window, so its failure starts a new run of failures: restarted, not
+// Failed (as it would be with no window, TestFailingDriverIsRestartedThenFails). Failures close
+// together still end the app: a second app with the same settings fails twice at once and is Failed.
+func TestRestartWindowForgetsFailuresFarApart(t *testing.T) {
+	ns := namespace(t, nil)
+	budget := map[string]string{contract.AnnotationMaxRestarts: "1", contract.AnnotationRestartWindow: "1m"}
+	far, near := app(ns, "far"), app(ns, "near")
+	far.DriverAnnotations, near.DriverAnnotations = budget, budget
+	sf, sc := submit(t, far), submit(t, near)
+	fn, cn := contract.NamesFor(sf.plan.DriverPodName), contract.NamesFor(sc.plan.DriverPodName)
+
+	f0 := runningDriver(t, ns, fn, "")
+	exitDriver(t, f0, 1)
+	f1 := runningDriver(t, ns, fn, string(f0.UID))
+
+	c0 := runningDriver(t, ns, cn, "")
+	exitDriver(t, c0, 1)
+	c1 := runningDriver(t, ns, cn, string(c0.UID))
+	exitDriver(t, c1, 1)
+	if res := sc.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodFailed {
+		t.Errorf("failures close together: spark-submit's final phase %s, want Failed", res.FinalPhase)
+	}
+
+	// f1 runs for longer than the window, then fails.
+	var started time.Time
+	for _, cs := range f1.Status.ContainerStatuses {
+		if cs.Name == contract.DriverContainerName && cs.State.Running != nil {
+			started = cs.State.Running.StartedAt.Time
+		}
+	}
+	if started.IsZero() {
+		t.Fatalf("%s's driver container is not running: %+v", f1.Name, f1.Status.ContainerStatuses)
+	}
+	time.Sleep(time.Until(started.Add(time.Minute + 2*time.Second)))
+	exitDriver(t, f1, 1)
+	f2 := runningDriver(t, ns, fn, string(f1.UID))
+	p := getPod(t, ns, sf.plan.DriverPodName)
+	if p.Status.Phase == corev1.PodFailed || p.Annotations[contract.AnnotationRestarts] != "1" || p.Annotations[contract.AnnotationRestartsTotal] != "2" {
+		t.Errorf("after a failure far from the last: phase %s, restarts %q (want 1: the run of failures begins again), in all %q (want 2)",
+			p.Status.Phase, p.Annotations[contract.AnnotationRestarts], p.Annotations[contract.AnnotationRestartsTotal])
+	}
+	exitDriver(t, f2, 0)
+	if res := sf.Wait(t, 60*time.Second); res.FinalPhase != corev1.PodSucceeded {
+		t.Errorf("failures far apart: spark-submit's final phase %s, want Succeeded", res.FinalPhase)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
@@ -247,3 +248,47 @@ func unique(a, b string) []string {
 }
 
 func short[T ~string](uid T) string { return string(uid)[:8] }
+
+// TestDeletedAppWaitsForItsDriverOnALostNode: `kubectl delete pod <driver>` while the driver's node
+// is cut off. The old driver may still run there, so the placeholder stays Terminating (driverset's
+// finalizer) until the node is proven down: a user who deletes an app and submits it again (a
+// stream's code upgrade, onto the same checkpoint) sees the delete end only once the old driver
+// cannot run. Without the finalizer the placeholder, a pod that never ran, was removed at once.
+func TestDeletedAppWaitsForItsDriverOnALostNode(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	r := startApp(t, app(ns, "upgrade"), 1)
+	node := r.pod.Spec.NodeName
+	replaceNode(t, node)
+	if err := bed.cluster.KillNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitNodeCondition(ctx, node, corev1.ConditionTrue, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube().CoreV1().Pods(ns).Delete(ctx, r.sub.plan.DriverPodName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the StatefulSet at 0 replicas", func(ctx context.Context) (bool, error) {
+		return *getStatefulSet(t, ns, r.names.StatefulSet).Spec.Replicas == 0, nil
+	})
+	time.Sleep(10 * time.Second)
+	p, err := kube().CoreV1().Pods(ns).Get(ctx, r.sub.plan.DriverPodName, metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("the deleted app's placeholder: %v (Terminating %v); want it kept while its driver may still run on %s", err, p != nil && p.DeletionTimestamp != nil, node)
+	}
+	if d, err := kube().CoreV1().Pods(ns).Get(ctx, r.names.DriverPodName(), metav1.GetOptions{}); err != nil || d.UID != r.pod.UID {
+		t.Fatalf("the old driver pod on %s: %v; want it kept, Terminating", node, err)
+	}
+
+	tainted := time.Now()
+	if err := bed.cluster.TaintOutOfService(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the placeholder and the old driver pod gone", func(ctx context.Context) (bool, error) {
+		_, errP := kube().CoreV1().Pods(ns).Get(ctx, r.sub.plan.DriverPodName, metav1.GetOptions{})
+		_, errD := kube().CoreV1().Pods(ns).Get(ctx, r.names.DriverPodName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(errP) && apierrors.IsNotFound(errD), nil
+	})
+	t.Logf("the deleted app went %s after the taint", time.Since(tainted).Round(100*time.Millisecond))
+}
