@@ -31,7 +31,7 @@ public final class DriversetPi {
     long sleepMillis = Long.parseLong(args[1]);
     JavaSparkContext sc = new JavaSparkContext(new SparkConf().setAppName("driverset-pi"));
     System.out.println("driverset-pi: app " + sc.sc().applicationId() + " attempt started");
-    if (args.length > 2 && args[2].equals("fail-once") && firstAttempt(sc.sc().applicationId())) {
+    if (args.length > 2 && args[2].equals("fail-once") && firstAttempt()) {
       throw new IllegalStateException("driverset-pi: failing the first attempt, as asked");
     }
     List<Integer> ids = new ArrayList<>();
@@ -55,11 +55,14 @@ public final class DriversetPi {
     sc.stop();
   }
 
-  /** Records this app's first attempt in a ConfigMap; false when an earlier attempt did. */
-  private static boolean firstAttempt(String appId) throws Exception {
+  /**
+   * Records the first attempt in its namespace (one app per namespace) in a ConfigMap; false when an
+   * earlier attempt did. Not by app id: each incarnation that driverset runs has one of its own.
+   */
+  private static boolean firstAttempt() throws Exception {
     String ns = new String(Files.readAllBytes(
         Paths.get("/var/run/secrets/kubernetes.io/serviceaccount/namespace"))).trim();
-    String name = "driverset-pi-" + appId;
+    String name = "driverset-pi-attempts";
     try (KubernetesClient k8s = new KubernetesClientBuilder().build()) {
       if (k8s.configMaps().inNamespace(ns).withName(name).get() != null) {
         return false;
