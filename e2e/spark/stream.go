@@ -70,7 +70,10 @@ type SinkFile struct {
 	Log  string // the log file that lists it: "3", "9.compact"
 }
 
-var sinkLogName = regexp.MustCompile(`^([0-9]+)(\.compact)?$`)
+var (
+	sinkLogName   = regexp.MustCompile(`^([0-9]+)(\.compact)?$`)
+	batchFileName = regexp.MustCompile(`^[0-9]+$`)
+)
 
 // ReadFileSinkLog reads the log of the file sink that writes into out, as Spark's readers do:
 // the latest N.compact (all that batches up to N added, less what they deleted) and each batch
@@ -353,6 +356,37 @@ func diffState(data []byte, want []StateRow) []string {
 		diffs = append(diffs, "rows not sorted by key")
 	}
 	return diffs
+}
+
+// CheckpointResume is the batch that a query started on checkpoint runs first, as Spark's
+// MicroBatchExecution decides it (and the jobs print it): the latest offsets/B again unless
+// commits/B exists, then B+1; 0 without offsets.
+func CheckpointResume(checkpoint string) (int64, error) {
+	last := int64(-1)
+	entries, err := os.ReadDir(filepath.Join(checkpoint, "offsets"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	for _, e := range entries {
+		if !batchFileName.MatchString(e.Name()) {
+			continue
+		}
+		if id, err := strconv.ParseInt(e.Name(), 10, 64); err == nil {
+			last = max(last, id)
+		}
+	}
+	if last < 0 {
+		return 0, nil
+	}
+	_, err = os.Stat(filepath.Join(checkpoint, "commits", strconv.FormatInt(last, 10)))
+	switch {
+	case err == nil:
+		return last + 1, nil
+	case errors.Is(err, os.ErrNotExist):
+		return last, nil
+	default:
+		return 0, err
+	}
 }
 
 var (

@@ -340,6 +340,31 @@ func TestResumedAt(t *testing.T) {
 	}
 }
 
+func TestCheckpointResume(t *testing.T) {
+	ckpt := t.TempDir()
+	for _, step := range []struct {
+		file string
+		want int64
+	}{
+		{"", 0}, // a new checkpoint
+		{"metadata", 0},
+		{"offsets/0", 0}, // batch 0 planned, not committed: run again
+		{"commits/0", 1},
+		{"offsets/1", 1},
+		{"offsets/.2.4f1d.tmp", 1}, // batch 2's offsets cut short: not planned
+		{"offsets/.1.crc", 1},
+		{"commits/1", 2},
+		{"offsets/10", 10}, // by number, not by name
+	} {
+		if step.file != "" {
+			writeFile(t, ckpt, step.file, "v1\n")
+		}
+		if got, err := CheckpointResume(ckpt); err != nil || got != step.want {
+			t.Errorf("after %s: %d, %v; want %d", step.file, got, err, step.want)
+		}
+	}
+}
+
 func TestCommittedBatches(t *testing.T) {
 	log := "driverset-stream: resume batch=3\ndriverset-stream: committed batch=3\nx driverset-stream: committed batch=9\ndriverset-stream: committed batch=4\n"
 	if got := CommittedBatches([]byte(log)); !reflect.DeepEqual(got, []int64{3, 4}) {
