@@ -42,7 +42,8 @@ import org.apache.spark.sql.types.DataTypes;
  * <pre>
  *   app APP-ID started: QUERY query, Spark VERSION
  *   resume batch=B            the first batch this driver runs (0: a new checkpoint)
- *   committed batch=B         each batch this driver committed, in order
+ *   committed batch=B         each batch committed since, in order (with two drivers on one
+ *                             checkpoint, by either: the loser's query fails, and so its job)
  *   failing once after batch=B, as asked
  *   done batches=N
  * </pre>
@@ -116,6 +117,12 @@ public final class DriversetStream {
     // The commit log, not the listener bus, says when a batch is done: its file is written
     // (atomically) after the sink's, and before the next batch is planned.
     while (next < batches) {
+      // First, so that a query that failed (another driver on the checkpoint won a batch)
+      // fails the job even when the other driver commits every batch.
+      if (!query.isActive()) {
+        query.awaitTermination(); // throws the query's failure
+        throw new IllegalStateException(PREFIX + "the query stopped before batch " + next);
+      }
       if (Files.exists(commits.resolve(Long.toString(next)))) {
         say("committed batch=" + next);
         if (failOnce && next >= failAt && !Files.exists(marker)) {
@@ -126,16 +133,15 @@ public final class DriversetStream {
         next++;
         continue;
       }
-      if (!query.isActive()) {
-        query.awaitTermination(); // throws the query's failure
-        throw new IllegalStateException(PREFIX + "the query stopped before batch " + next);
-      }
       Thread.sleep(20);
     }
     // The commit file is there before the stream thread is done with the batch (its checksum,
     // the progress report): stopping at once interrupts it in the middle of that.
-    for (int i = 0; i < 500 && (query.lastProgress() == null || query.lastProgress().batchId() < batches - 1); i++) {
+    for (int i = 0; i < 500 && query.isActive() && (query.lastProgress() == null || query.lastProgress().batchId() < batches - 1); i++) {
       Thread.sleep(20);
+    }
+    if (!query.isActive()) {
+      query.awaitTermination();
     }
     query.stop();
     say("done batches=" + batches);

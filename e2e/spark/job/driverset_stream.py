@@ -67,6 +67,10 @@ def main():
     marker = ckpt + ".failed-once"
     # The commit log says when a batch is done (DriversetStream.java says why).
     while nxt < batches:
+        # First: a query that failed fails the job even when another driver commits every batch.
+        if not query.isActive:
+            query.awaitTermination()  # raises the query's failure
+            raise RuntimeError(PREFIX + "the query stopped before batch %d" % nxt)
         if os.path.exists(os.path.join(checkpoint, "commits", str(nxt))):
             say("committed batch=%d" % nxt)
             if fail_once and nxt >= fail_at and not os.path.exists(marker):
@@ -75,15 +79,14 @@ def main():
                 raise RuntimeError(PREFIX + "failing the first run after batch %d, as asked" % nxt)
             nxt += 1
             continue
-        if not query.isActive:
-            query.awaitTermination()  # raises the query's failure
-            raise RuntimeError(PREFIX + "the query stopped before batch %d" % nxt)
         time.sleep(0.02)
     for _ in range(500):
         p = query.lastProgress
-        if p is not None and p["batchId"] >= batches - 1:
+        if not query.isActive or p is not None and p["batchId"] >= batches - 1:
             break
         time.sleep(0.02)
+    if not query.isActive:
+        query.awaitTermination()
     query.stop()
     say("done batches=%d" % batches)
     spark.stop()
