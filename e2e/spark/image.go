@@ -31,6 +31,9 @@ const (
 	// StreamStateClass is the stateful streaming job's (job/DriversetStreamState.java):
 	// foreachBatch files, checked by CheckStateBatches.
 	StreamStateClass = "DriversetStreamState"
+	// DStreamClass is the DStream job's (job/DriversetDStream.java), in the jar only where
+	// Dist.HasDStreams: batch files checked by CheckValueBatches.
+	DStreamClass = "DriversetDStream"
 	// PyJobPath is the PySpark job in images that have PySpark (Dist.Python).
 	PyJobPath = sparkHome + "/examples/src/main/python/driverset_pi.py"
 	// PyStreamPath is the PySpark twin of StreamClass, beside PyJobPath.

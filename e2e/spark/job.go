@@ -24,7 +24,8 @@ var jobSources embed.FS
 var needs = regexp.MustCompile(`(?m)^// driverset-job: needs ([a-z-]+)$`)
 
 // CompileJob compiles the jobs (job/*.java) against d's jars with the host's JDK and returns
-// their jar: DriversetPi (JobClass) and the streaming jobs (StreamClass, StreamStateClass).
+// their jar: DriversetPi (JobClass) and the streaming jobs (StreamClass, StreamStateClass, and
+// DStreamClass where d HasDStreams).
 func CompileJob(ctx context.Context, d Dist) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "driverset-pi-")
 	if err != nil {
@@ -72,6 +73,10 @@ func CompileJob(ctx context.Context, d Dist) ([]byte, error) {
 	}
 	return os.ReadFile(jar)
 }
+
+// HasDStreams says whether d's jars have Spark Streaming (DStreams), and so the job's jar
+// DStreamClass: 3.5.6's do, 4.1.1's cannot (Maven Central has no spark-streaming_2.13 4.1.1).
+func (d Dist) HasDStreams() (bool, error) { return d.hasJar("spark-streaming") }
 
 // hasJar says whether d's jars have Spark's module artifact (spark-streaming_<Scala>-<v>.jar).
 func (d Dist) hasJar(artifact string) (bool, error) {

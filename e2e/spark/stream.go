@@ -269,9 +269,26 @@ var stateFileName = regexp.MustCompile(`^batch-([0-9]+)$`)
 // batch-0 to batch-<batches-1>, each one JSON object a line sorted by key, equal to StateAfter
 // its batch; no other batch. Hidden files (a write that was cut short) do not count.
 func CheckStateBatches(out string, rows, batches int64) error {
+	return checkBatchFiles(out, batches, "stateful output", func(b int64, data []byte) []string {
+		return diffState(data, StateAfter(b, rows))
+	}, fmt.Sprintf("%d rows a batch", rows))
+}
+
+// CheckValueBatches checks what the DStream job wrote into out with rows per batch: batch-0
+// to batch-<batches-1>, each the batch's values [b·rows, (b+1)·rows), one a line in order; no
+// other batch. Hidden files (a write that was cut short) do not count.
+func CheckValueBatches(out string, rows, batches int64) error {
+	return checkBatchFiles(out, batches, "DStream output", func(b int64, data []byte) []string {
+		return diffValues(data, b, rows)
+	}, fmt.Sprintf("%d rows a batch", rows))
+}
+
+// checkBatchFiles checks that out holds batch-0 to batch-<batches-1> and nothing else but
+// hidden files, and what diff says of each batch's content.
+func checkBatchFiles(out string, batches int64, what string, diff func(b int64, data []byte) []string, shape string) error {
 	entries, err := os.ReadDir(out)
 	if err != nil {
-		return fmt.Errorf("the stateful query's output: %w", err)
+		return fmt.Errorf("the %s: %w", what, err)
 	}
 	var p problems
 	have := map[int64]bool{}
@@ -300,11 +317,45 @@ func CheckStateBatches(out string, rows, batches int64) error {
 		if err != nil {
 			return err
 		}
-		for _, d := range diffState(data, StateAfter(b, rows)) {
+		for _, d := range diff(b, data) {
 			p.add("batch-%d: %s", b, d)
 		}
 	}
-	return p.err(fmt.Sprintf("stateful output %s (%d rows a batch, %d batches)", out, rows, batches))
+	return p.err(fmt.Sprintf("%s %s (%s, %d batches)", what, out, shape, batches))
+}
+
+// diffValues says how a DStream batch file's content differs from the values of batch b.
+func diffValues(data []byte, b, rows int64) []string {
+	var diffs []string
+	seen := map[int64]bool{}
+	prev := int64(-1)
+	for n, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		v, err := strconv.ParseInt(line, 10, 64)
+		switch {
+		case err != nil:
+			diffs = append(diffs, fmt.Sprintf("line %d: %q is not a value", n+1, line))
+		case v < b*rows || v >= (b+1)*rows:
+			diffs = append(diffs, fmt.Sprintf("line %d: %d is not one of the batch's values (%d to %d)", n+1, v, b*rows, (b+1)*rows-1))
+		case seen[v]:
+			diffs = append(diffs, fmt.Sprintf("line %d: %d twice", n+1, v))
+		case v < prev:
+			diffs = append(diffs, fmt.Sprintf("line %d: %d after %d, not in order", n+1, v, prev))
+		}
+		if err == nil {
+			seen[v] = true
+			prev = max(prev, v)
+		}
+	}
+	var missing []int64
+	for v := b * rows; v < (b+1)*rows; v++ {
+		if !seen[v] {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) > 0 {
+		diffs = append(diffs, fmt.Sprintf("lacks %d of its %d values: %s", len(missing), rows, listValues(missing)))
+	}
+	return diffs
 }
 
 // diffState says how a batch file's content differs from want.

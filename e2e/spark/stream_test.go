@@ -299,6 +299,45 @@ func TestCheckStateBatches(t *testing.T) {
 	checkErr(t, CheckStateBatches(out, 2, 3), []string{"batch-1: key 1: count 1 sum 1, want no row"})
 }
 
+func TestCheckValueBatches(t *testing.T) {
+	const rows, batches = 4, 5
+	good := func(t *testing.T) string {
+		out := t.TempDir()
+		for b := range int64(batches) {
+			var s string
+			for v := b * rows; v < (b+1)*rows; v++ {
+				s += strconv.FormatInt(v, 10) + "\n"
+			}
+			writeFile(t, out, fmt.Sprintf("batch-%d", b), s)
+		}
+		writeFile(t, out, ".batch-4.9e1f.tmp", "16\n")
+		return out
+	}
+	for _, tc := range []struct {
+		name, file, data string
+		want             []string
+	}{
+		{name: "a run with losses that lost nothing"},
+		{name: "a value missing", file: "batch-1", data: "4\n5\n7\n", want: []string{"batch-1: lacks 1 of its 4 values: 6"}},
+		{name: "a value twice", file: "batch-1", data: "4\n5\n6\n6\n7\n", want: []string{"batch-1: line 4: 6 twice"}},
+		{name: "another batch's value", file: "batch-1", data: "4\n5\n6\n7\n8\n", want: []string{"batch-1: line 5: 8 is not one of the batch's values (4 to 7)"}},
+		{name: "out of order", file: "batch-1", data: "4\n6\n5\n7\n", want: []string{"batch-1: line 3: 5 after 6, not in order"}},
+		{name: "no value", file: "batch-1", data: "4\n5\nsix\n7\n", want: []string{`batch-1: line 3: "six" is not a value`, "lacks 1 of its 4 values: 6"}},
+		{name: "a batch past the last", file: "batch-5", data: "20\n21\n22\n23\n", want: []string{"batch-5: past the last batch, 4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := good(t)
+			if tc.file != "" {
+				writeFile(t, out, tc.file, tc.data)
+			}
+			checkErr(t, CheckValueBatches(out, rows, batches), tc.want)
+		})
+	}
+	out := good(t)
+	rm(t, out, "batch-3")
+	checkErr(t, CheckValueBatches(out, rows, batches), []string{"DStream output " + out + " (4 rows a batch, 5 batches):\n  batch-3 is missing"})
+}
+
 func TestStateGroupsIsTheJobs(t *testing.T) {
 	src, err := jobSources.ReadFile("job/DriversetStream.java")
 	if err != nil {
@@ -402,5 +441,36 @@ func rmAll(t *testing.T, dir, name string) {
 	t.Helper()
 	if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestHasDStreams(t *testing.T) {
+	home := t.TempDir()
+	d := Dist{Version: "3.5.6", Scala: "2.12", Home: home}
+	writeFile(t, home, "jars/spark-core_2.12-3.5.6.jar", "")
+	writeFile(t, home, "jars/spark-streaming_2.13-3.5.6.jar", "") // another Scala's
+	if has, err := d.HasDStreams(); err != nil || has {
+		t.Errorf("without spark-streaming_2.12: %v, %v", has, err)
+	}
+	writeFile(t, home, "jars/spark-streaming_2.12-3.5.6.jar", "")
+	if has, err := d.HasDStreams(); err != nil || !has {
+		t.Errorf("with spark-streaming_2.12: %v, %v", has, err)
+	}
+	// CompileJob leaves the DStream job out by this line alone.
+	src, err := jobSources.ReadFile("job/" + DStreamClass + ".java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := needs.FindSubmatch(src); m == nil || string(m[1]) != "spark-streaming" {
+		t.Errorf("%s.java does not say it needs spark-streaming", DStreamClass)
+	}
+	for _, name := range []string{JobClass, StreamClass, StreamStateClass} {
+		src, err := jobSources.ReadFile("job/" + name + ".java")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if needs.Match(src) {
+			t.Errorf("%s.java needs a jar: 4.1.1 would lack it", name)
+		}
 	}
 }
