@@ -15,7 +15,7 @@ import (
 
 // TestStreamOnHost runs the streaming jobs of every Spark version in local mode on the host,
 // through the real spark-submit (SparkSubmit), into folders below $DRIVERSET_STREAM_HOST (kept
-// for a look; unset: the test is skipped, it takes about ten minutes). Per job:
+// for a look; unset: the test is skipped; it takes five to six minutes). Per job:
 //
 //   - lost: a driver killed (SIGKILL) in the middle of a batch after some are committed, then a
 //     driver on the same checkpoint that resumes at the killed batch and finishes;
