@@ -14,16 +14,31 @@ var entrypoint []byte
 //go:embed job/driverset_pi.py
 var pyJob []byte
 
+//go:embed job/driverset_stream.py
+var pyStreamJob []byte
+
 // Where the image keeps Spark and the job, as Spark's images do.
 const (
 	sparkHome = "/opt/spark"
-	// JobJarPath is the job's jar in the image; submit it as "local://" + JobJarPath.
+	// JobJarPath is the jobs' jar in the image (CompileJob's); submit it as
+	// "local://" + JobJarPath.
 	JobJarPath = sparkHome + "/examples/jars/driverset-pi.jar"
-	// JobClass is the job's main class.
+	// JobClass is the pi job's main class (job/DriversetPi.java).
 	JobClass = "DriversetPi"
+	// StreamClass is the stateless streaming job's main class (job/DriversetStream.java): a
+	// file sink, checked by CheckFileSink.
+	StreamClass = "DriversetStream"
+	// StreamStateClass is the stateful streaming job's (job/DriversetStreamState.java):
+	// foreachBatch files, checked by CheckStateBatches.
+	StreamStateClass = "DriversetStreamState"
+	// DStreamClass is the DStream job's (job/DriversetDStream.java), in the jar only where
+	// Dist.HasDStreams: batch files checked by CheckValueBatches.
+	DStreamClass = "DriversetDStream"
 	// PyJobPath is the PySpark job in images that have PySpark (Dist.Python).
-	PyJobPath  = sparkHome + "/examples/src/main/python/driverset_pi.py"
-	pythonPath = sparkHome + "/python"
+	PyJobPath = sparkHome + "/examples/src/main/python/driverset_pi.py"
+	// PyStreamPath is the PySpark twin of StreamClass, beside PyJobPath.
+	PyStreamPath = sparkHome + "/examples/src/main/python/driverset_stream.py"
+	pythonPath   = sparkHome + "/python"
 )
 
 // ImageName is the name Spark version's image gets on the nodes.
@@ -58,7 +73,9 @@ func (d Dist) Image(job []byte) images.Image {
 		// the executors' Python workers alike, and the PySpark job.
 		img.BaseLayers = append(img.BaseLayers, d.Python)
 		img.Env = append(img.Env, "PYTHONPATH="+pythonPath, "PYSPARK_PYTHON=python3")
-		img.Files = append(img.Files, images.File{Path: PyJobPath, Mode: 0o644, Data: pyJob})
+		img.Files = append(img.Files,
+			images.File{Path: PyJobPath, Mode: 0o644, Data: pyJob},
+			images.File{Path: PyStreamPath, Mode: 0o644, Data: pyStreamJob})
 	}
 	return img
 }

@@ -105,4 +105,12 @@ func TestSubmitArgs(t *testing.T) {
 	if strings.Contains(got, "--class") || !strings.Contains(got, " local:///opt/spark/examples/src/main/python/driverset_pi.py 24 1000") {
 		t.Errorf("PySpark: spark-submit %s", got)
 	}
+	a.PyFile = PyStreamPath
+	if got = strings.Join(a.SubmitArgs(), " "); !strings.Contains(got, " local:///opt/spark/examples/src/main/python/driverset_stream.py 24 1000") {
+		t.Errorf("the PySpark stream: spark-submit %s", got)
+	}
+	a.Python, a.Class = false, StreamStateClass
+	if got = strings.Join(a.SubmitArgs(), " "); !strings.Contains(got, " --class DriversetStreamState ") {
+		t.Errorf("the stateful stream: spark-submit %s", got)
+	}
 }

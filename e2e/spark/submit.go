@@ -2,6 +2,7 @@ package spark
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,10 @@ type App struct {
 	Conf      map[string]string // --conf, written in key order
 	Args      []string          // the job's arguments: slices, milliseconds per slice
 	Python    bool              // submit the PySpark job (PyJobPath) instead of the JVM one
+	// Class is the JVM job's main class, JobClass when "" (StreamClass, StreamStateClass).
+	Class string
+	// PyFile is the PySpark job's path in the image, PyJobPath when "" (PyStreamPath).
+	PyFile string
 }
 
 // SubmitArgs is the spark-submit command line for a, after "spark-submit".
@@ -33,9 +38,9 @@ func (a App) SubmitArgs() []string {
 	}
 	primary := "local://" + JobJarPath
 	if a.Python {
-		primary = "local://" + PyJobPath
+		primary = "local://" + cmp.Or(a.PyFile, PyJobPath)
 	} else {
-		args = append(args, "--class", JobClass)
+		args = append(args, "--class", cmp.Or(a.Class, JobClass))
 	}
 	args = append(args,
 		"--conf", "spark.kubernetes.namespace="+a.Namespace,
