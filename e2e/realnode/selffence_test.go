@@ -5,6 +5,8 @@ package realnode
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,7 +158,7 @@ func bindHeartbeat(t *testing.T, ns, sa string) {
 	}
 }
 
-// appDrivers are the simulated driver processes of namespace ns's app on node.
+// appDrivers are the driver processes of namespace ns's app on node (see isDriverProcess).
 func appDrivers(t *testing.T, node, ns string) []int {
 	t.Helper()
 	pids, err := driversOf(node, ns)
@@ -173,11 +175,21 @@ func driversOf(node, ns string) ([]int, error) {
 	}
 	var pids []int
 	for _, p := range all {
-		if argvStartsWith(p.Cmdline, argvDriver) && p.State != "Z" && strings.Contains(strings.Join(p.Cmdline, " "), "."+ns+".svc") {
+		if isDriverProcess(p.Cmdline) && p.State != "Z" && strings.Contains(strings.Join(p.Cmdline, " "), "."+ns+".svc") {
 			pids = append(pids, p.PID)
 		}
 	}
 	return pids, nil
+}
+
+// isDriverProcess reports whether argv is a driver's process: the simulated one (the image's
+// entrypoint run as "driver"), or a real Spark driver's JVM (java running SparkSubmit; not the
+// tini above it, whose argv holds the same words).
+func isDriverProcess(argv []string) bool {
+	if argvStartsWith(argv, argvDriver) {
+		return true
+	}
+	return len(argv) > 0 && filepath.Base(argv[0]) == "java" && slices.Contains(argv, "org.apache.spark.deploy.SparkSubmit")
 }
 
 // driverWatch polls every real node's process table every 50 ms.

@@ -90,7 +90,7 @@ func TestRealSpark(t *testing.T) {
 				t.Errorf("want the driver started twice (before and after the node died), saw %d: %v", n, killed.attempts())
 				killed.logDrivers(t)
 			} else {
-				killed.expectOwnAppIDs(t)
+				expectOwnAppIDs(t, killed.attempts())
 				logs.expect(t, d, killed.attempts(), killed.attempts()[0])
 			}
 		})
@@ -145,11 +145,20 @@ type sparkJob struct {
 	slices            int
 	failOnce          bool              // the job's first attempt throws (DriversetPi's "fail-once")
 	conf              map[string]string // more --conf
+	// class and args, when args is set, submit another job of the image (spark.StreamClass …)
+	// with its own arguments instead of DriversetPi's; pyFile likewise for PySpark.
+	class, pyFile string
+	args          []string
+	// prepare, when set, runs in the app's namespace before spark-submit (an admin's RoleBinding).
+	prepare func(t *testing.T, ns string)
 }
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
 	t.Helper()
 	ns := namespace(t, nil)
+	if job.prepare != nil {
+		job.prepare(t, ns)
+	}
 	name := "pi"
 	conf := map[string]string{
 		"spark.kubernetes.driver.pod.name":                        name + "-driver",
@@ -176,9 +185,12 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	if job.failOnce {
 		args = append(args, "fail-once")
 	}
+	if job.args != nil {
+		args = job.args
+	}
 	r := &sparkRun{
 		app: spark.App{Dist: d, Master: bed.cluster.Config.Host, Namespace: ns, Name: name, Conf: conf,
-			Args: args, Python: job.python},
+			Args: args, Python: job.python, Class: job.class, PyFile: job.pyFile},
 		names:     contract.NamesFor(name + "-driver"),
 		done:      make(chan struct{}),
 		drivers:   map[string]*seenDriver{},
@@ -287,7 +299,11 @@ func (r *sparkRun) look(ctx, run context.Context) {
 				}
 			}
 		case p.Spec.NodeName != "" && len(p.Status.ContainerStatuses) > 0:
-			l, err := logs(ctx, p.Namespace, p.Name)
+			// Bounded: the kubelet of a node cut off from the control plane never answers, and
+			// this poll must go on to see the next incarnation.
+			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			l, err := logs(lctx, p.Namespace, p.Name)
+			cancel()
 			r.mu.Lock()
 			seen := r.drivers[string(p.UID)]
 			if seen == nil {
@@ -405,12 +421,11 @@ func (r *sparkRun) result(t *testing.T) string {
 	return found[0]
 }
 
-// expectOwnAppIDs checks that each incarnation's JVM ran with an app id of its own: the submitted
+// expectOwnAppIDs checks that each incarnation's JVM ran with an app id of its own (ids, in order): the submitted
 // id (the same for all) and a suffix of its own (wrap.IncarnationAppID). Spark names its event log
 // by it, and a second log of one id is refused.
-func (r *sparkRun) expectOwnAppIDs(t *testing.T) {
+func expectOwnAppIDs(t *testing.T, ids []string) {
 	t.Helper()
-	ids := r.attempts()
 	submitted := map[string]bool{}
 	for _, id := range ids {
 		submitted[id[:max(0, strings.LastIndex(id, "-"))]] = true
@@ -521,20 +536,28 @@ func killDriverNodeMidJob(t *testing.T, r *sparkRun) {
 	// waits for most executors to register (spark.scheduler.minRegisteredResourcesRatio, 0.8):
 	// the line comes after the registrations. Kill only once it has been read, or the count of
 	// attempts in TestRealSpark loses the first one with its node.
-	first := waitDriverLog(t, r, reAttempt, 1)
+	_, _, _ = killDriverNodeAfter(t, r, reAttempt, 1, reAttempt)
+}
+
+// killDriverNodeAfter kills the node of the driver once its log matches re n times, confirms the
+// node dead with the out-of-service taint, and waits until a new driver has printed started. It
+// returns when the node was killed and tainted, and the new driver.
+func killDriverNodeAfter(t *testing.T, r *sparkRun, re *regexp.Regexp, n int, started *regexp.Regexp) (killed, tainted time.Time, second *seenDriver) {
+	t.Helper()
+	first := waitDriverLog(t, r, re, n)
 	node := first.node
 	if err := bed.cluster.KillNode(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
+	killed = time.Now()
 	t.Cleanup(func() { reviveIfDead(t, node) })
 	t.Logf("killed %s, the driver's node, with the job running", node)
 	waitNodeUnknown(t, node)
 	if err := bed.cluster.TaintOutOfService(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
-	tainted := time.Now()
-	second := waitNewDriver(t, r, first)
+	tainted = time.Now()
+	second = waitNewDriver(t, r, first, started)
 	t.Logf("the driver runs again on %s, %s after the taint, %s after the kill", second.node,
 		time.Since(tainted).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	if second.node == node {
@@ -543,6 +566,7 @@ func killDriverNodeMidJob(t *testing.T, r *sparkRun) {
 	if !r.Running() {
 		t.Errorf("spark-submit returned while the driver was being recovered:\n%s", r.out.String())
 	}
+	return killed, tainted, second
 }
 
 // waitDriverLog waits until the running driver's log matches re n times, and returns it.
@@ -564,13 +588,14 @@ func waitDriverLog(t *testing.T, r *sparkRun, re *regexp.Regexp, n int) *seenDri
 	return found
 }
 
-// waitNewDriver waits until a pod other than first runs the driver and has started the job.
-func waitNewDriver(t *testing.T, r *sparkRun, first *seenDriver) *seenDriver {
+// waitNewDriver waits until a pod other than first runs the driver and has started the job (its
+// log matches started).
+func waitNewDriver(t *testing.T, r *sparkRun, first *seenDriver, started *regexp.Regexp) *seenDriver {
 	t.Helper()
 	var found *seenDriver
 	waitFor(t, 4*time.Minute, "a new driver that started the job", func(context.Context) (bool, error) {
 		for _, d := range r.driverLogs() {
-			if d.created.After(first.created) && reAttempt.MatchString(d.log) {
+			if d.created.After(first.created) && started.MatchString(d.log) {
 				found = d
 				return true, nil
 			}
@@ -644,7 +669,7 @@ func TestRealSparkDriverFailsThenCompletes(t *testing.T) {
 		t.Errorf("the placeholder counts %q restarts, want 1", got)
 	}
 	if a := r.attempts(); len(a) == 2 {
-		r.expectOwnAppIDs(t)
+		expectOwnAppIDs(t, a)
 		events.expect(t, d, a)
 	}
 	// Spark's driver Service, which clients and UI ingresses use: the clean stop of an incarnation
