@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
@@ -126,5 +127,19 @@ func TestDeletedAppWithoutADriverGoesAtOnce(t *testing.T) {
 	h.reconcile()
 	if !h.appGone() {
 		t.Errorf("a deleted app with no driver pod is kept: finalizers %v", h.placeholder().Finalizers)
+	}
+}
+
+// The Outcomes reconciler watches every deleted pod that carries the finalizer: a deleted
+// placeholder is not its to let go (it has no StatefulSet to follow back), but stopDeletedApp's.
+func TestOutcomesLeavesADeletedPlaceholderAlone(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.deleteApp()
+	o := &Outcomes{Client: cacheView{h.c}}
+	if _, err := o.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p}); err != nil {
+		t.Fatal(err)
+	}
+	if h.appGone() {
+		t.Error("the Outcomes reconciler let a deleted placeholder go while its driver runs")
 	}
 }

@@ -48,9 +48,12 @@ func (o *Outcomes) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(o)
 }
 
-// held reports whether pod is deleted and still held by driverset's finalizer.
+// held reports whether pod is a deleted driver pod still held by driverset's finalizer. A deleted
+// placeholder carries it too, but is the placeholder reconciler's to let go (stopDeletedApp): it
+// has no StatefulSet to lead back to its app, so it would look like one whose app is gone. (The
+// manager's cache holds no placeholders today; this does not depend on that.)
 func held(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil && slices.Contains(pod.Finalizers, contract.FinalizerOutcome)
+	return pod.DeletionTimestamp != nil && slices.Contains(pod.Finalizers, contract.FinalizerOutcome) && !convert.IsPlaceholder(pod)
 }
 
 // kubeletCauseWait bounds how long a pod its kubelet stopped is held for the placeholder's pass to
