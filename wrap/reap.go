@@ -1,3 +1,5 @@
+//go:build linux
+
 package wrap
 
 import (
@@ -12,10 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// DefaultLeftoverGrace is how long the driver's leftover processes have to end after SIGTERM
-// before they are killed with SIGKILL (Options.LeftoverGrace).
-const DefaultLeftoverGrace = 2 * time.Second
 
 // leftoverKillWait bounds the wait for leftovers after SIGKILL: only a process stuck in the kernel
 // (uninterruptible sleep) outlives it, and wrap must still record the driver's exit.

@@ -3,9 +3,7 @@ package wrap
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -61,14 +59,4 @@ func (o Options) startHeartbeat(ctx context.Context) (<-chan string, func(), err
 // nothing is recorded, so the kubelet's next start of the container tries again.
 func (o Options) failedHeartbeat(cause error) (int, error) {
 	return o.notStarted(fmt.Sprintf("self-fencing is on and its heartbeat Lease %s could not be held: %v", o.HeartbeatLease, cause))
-}
-
-// killTree kills the driver (pid) and every process under wrap with SIGKILL, at once: past T the
-// controller may start another driver, so nothing of this one may be left to finish gracefully.
-// The reaper collects them; endLeftovers catches any that appear meanwhile.
-func killTree(pid int) {
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for _, p := range descendants(os.Getpid()) {
-		_ = syscall.Kill(p, syscall.SIGKILL)
-	}
 }
