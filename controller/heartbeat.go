@@ -125,11 +125,11 @@ func (h *Heartbeats) EventHandler() toolscache.ResourceEventHandler {
 // container's command, with wrap's own parser: what runs is what counts, not an annotation.
 func heartbeatFlags(driver *corev1.Pod, container string) (lease string, t time.Duration) {
 	for _, c := range driver.Spec.Containers {
-		if c.Name != container || len(c.Command) < 2 || c.Command[1] != "wrap" {
+		if c.Name != container {
 			continue
 		}
-		o, err := wrap.ParseArgs(c.Command[2:])
-		if err != nil {
+		o, isWrap, err := wrap.CommandOptions(c.Command)
+		if !isWrap || err != nil {
 			return "", 0
 		}
 		return o.HeartbeatLease, o.SelfFence

@@ -98,11 +98,11 @@ func StatusOf(s *Snapshot) Status {
 // the command of its container named container, with wrap's own parser (what runs is what counts).
 func runsAs(d *corev1.Pod, container string) string {
 	for _, c := range d.Spec.Containers {
-		if c.Name != container || len(c.Command) < 2 || c.Command[1] != "wrap" {
+		if c.Name != container {
 			continue
 		}
-		o, err := wrap.ParseArgs(c.Command[2:])
-		if err != nil || o.SparkAppID == "" {
+		o, isWrap, err := wrap.CommandOptions(c.Command)
+		if !isWrap || err != nil || o.SparkAppID == "" {
 			return ""
 		}
 		id, err := wrap.IncarnationAppID(o.SparkAppID, string(d.UID))

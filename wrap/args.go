@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 
 	"github.com/driverset/driverset/contract"
@@ -88,4 +89,17 @@ func ParseArgs(args []string) (Options, error) {
 	}
 	o.Command = command
 	return o, nil
+}
+
+// CommandOptions is what `driverset wrap` makes of command, a container's command line (the
+// command alone, as the template has it, or with its arguments, as the kubelet runs it): isWrap
+// false when command is not driverset wrap; err when its flags do not parse (wrap would exit 2).
+// The one place where the controller, the plugin and the tests' imitation of Spark read what wrap
+// runs.
+func CommandOptions(command []string) (o Options, isWrap bool, err error) {
+	if len(command) < 2 || path.Base(command[0]) != "driverset" || command[1] != "wrap" {
+		return Options{}, false, nil
+	}
+	o, err = ParseArgs(command[2:])
+	return o, true, err
 }

@@ -96,3 +96,25 @@ func TestParseArgsSelfFence(t *testing.T) {
 		}
 	}
 }
+
+func TestCommandOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		command        []string
+		isWrap, hasErr bool
+		lease          string
+	}{
+		{name: "driverset wrap, its flags read", command: []string{"/opt/driverset/bin/driverset", "wrap", "--heartbeat-lease", "l", "--self-fence", "2m", "--", "e"}, isWrap: true, lease: "l"},
+		{name: "another program", command: []string{"/opt/entrypoint.sh", "driver"}},
+		{name: "driverset, not wrap", command: []string{"/opt/driverset/bin/driverset", "serve"}},
+		{name: "too short", command: []string{"driverset"}},
+		{name: "wrap with a bad flag", command: []string{"driverset", "wrap", "--nope", "--", "e"}, isWrap: true, hasErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, isWrap, err := CommandOptions(tc.command)
+			if isWrap != tc.isWrap || (err != nil) != tc.hasErr || o.HeartbeatLease != tc.lease {
+				t.Errorf("CommandOptions(%q) = lease %q, isWrap %v, err %v", tc.command, o.HeartbeatLease, isWrap, err)
+			}
+		})
+	}
+}

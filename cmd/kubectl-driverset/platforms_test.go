@@ -15,7 +15,7 @@ func TestPluginBuildsForEveryUsersPlatform(t *testing.T) {
 	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("no go command to cross-compile with: %v", err)
+		t.Fatalf("no go command to cross-compile with: %v", err)
 	}
 	for _, p := range []struct{ goos, goarch string }{{"darwin", "arm64"}, {"darwin", "amd64"}, {"windows", "amd64"}} {
 		t.Run(p.goos+"-"+p.goarch, func(t *testing.T) {

@@ -3,7 +3,6 @@
 package realnode
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -105,7 +104,7 @@ type sparkRun struct {
 	done  chan struct{}
 	code  int
 	err   error
-	out   syncBuffer
+	out   spark.SyncBuffer
 
 	mu        sync.Mutex
 	drivers   map[string]*seenDriver  // by pod UID: every pod that ran the driver
@@ -612,24 +611,6 @@ func last(s []string) string {
 	return s[len(s)-1]
 }
 
-// syncBuffer is a bytes.Buffer that spark-submit writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestRealSparkDriverFailsThenCompletes: the driver JVM throws (an application error, not a node
 // loss). Spark alone would end the app there (read in its source, not run here); with driverset
 // the driver runs again in a new incarnation, with an app id of its own, and the job completes:
@@ -810,7 +791,7 @@ func TestRealSparkKillAndStatus(t *testing.T) {
 // operation runs spark-submit --kill or --status for r's cluster and returns its output.
 func (r *sparkRun) operation(t *testing.T, op, submissionID string) string {
 	t.Helper()
-	var out syncBuffer
+	var out spark.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code, err := spark.SparkSubmit(ctx, r.app.Dist, userKubeconfig(t, r.app.Namespace), &out,

@@ -1,7 +1,6 @@
 package spark
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -22,8 +20,7 @@ type HistoryServer struct {
 	url  string
 	cmd  *exec.Cmd
 	done chan struct{}
-	mu   sync.Mutex
-	out  bytes.Buffer
+	out  SyncBuffer
 }
 
 // HistoryApp is one application as the History Server's REST API lists it
@@ -54,7 +51,7 @@ func StartHistoryServer(ctx context.Context, d Dist, logDir string) (*HistorySer
 		"-Dspark.history.ui.port="+strconv.Itoa(port),
 		"org.apache.spark.deploy.history.HistoryServer")
 	h.cmd.Env = []string{"SPARK_HOME=" + d.Home, "SPARK_SCALA_VERSION=" + d.Scala, "PATH=/usr/bin:/bin"}
-	h.cmd.Stdout, h.cmd.Stderr = h, h
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
 	if err := h.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("spark: History Server: %w", err)
 	}
@@ -79,19 +76,8 @@ func StartHistoryServer(ctx context.Context, d Dist, logDir string) (*HistorySer
 	}
 }
 
-// Write keeps the server's output, for Output.
-func (h *HistoryServer) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.out.Write(p)
-}
-
 // Output is what the server printed so far.
-func (h *HistoryServer) Output() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.out.String()
-}
+func (h *HistoryServer) Output() string { return h.out.String() }
 
 // Applications lists the applications the server has read.
 func (h *HistoryServer) Applications(ctx context.Context) ([]HistoryApp, error) {

@@ -3,7 +3,6 @@ package sparksim
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,10 +122,10 @@ func podField(pod *corev1.Pod, path string) (string, bool) {
 // (wrap.DriverCommand: the incarnation's own app id); otherwise argv. wrap's own code decides, so
 // that the imitation starts what the real container starts.
 func wrapped(argv []string) ([]string, error) {
-	if len(argv) < 2 || path.Base(argv[0]) != "driverset" || argv[1] != "wrap" {
+	o, isWrap, err := wrap.CommandOptions(argv)
+	if !isWrap {
 		return argv, nil
 	}
-	o, err := wrap.ParseArgs(argv[2:])
 	if err != nil {
 		return nil, fmt.Errorf("sparksim: %w", err)
 	}
