@@ -465,6 +465,70 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 }
 
+// A key the chart does not know is refused, at the top level and inside every object of its own
+// values, naming the key: a typo never installs something other than what was meant.
+func TestChartRefusesTypos(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		typo   string
+	}{
+		{"--set replica=3", map[string]any{"replica": 3}, "replica"},
+		{"image.tags", map[string]any{"image": map[string]any{"tags": "v1"}}, "tags"},
+		{"tls.mod", map[string]any{"tls": map[string]any{"mod": "cert-manager"}}, "mod"},
+		{"webhook.timeout", map[string]any{"webhook": map[string]any{"timeout": 2}}, "timeout"},
+		{"fencing.fenceafter", map[string]any{"fencing": map[string]any{"fenceafter": "5m"}}, "fenceafter"},
+		{"namespacePolicy.enable", map[string]any{"namespacePolicy": map[string]any{"enable": false}}, "enable"},
+		{"tests.namespaces", map[string]any{"tests": map[string]any{"namespaces": "spark"}}, "namespaces"},
+		{"priorityClass.name", map[string]any{"priorityClass": map[string]any{"name": "high"}}, "name"},
+		{"guardRails.enable", map[string]any{"guardRails": map[string]any{"enable": false}}, "enable"},
+		{"networkPolicy.enable", map[string]any{"networkPolicy": map[string]any{"enable": true}}, "enable"},
+		{"podDisruptionBudget.maxUnavailable", map[string]any{"podDisruptionBudget": map[string]any{"maxUnavailable": 1}}, "maxUnavailable"},
+		{"metrics.serviceMonitor.enable", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enable": true}}}, "enable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderChart(t, systemNamespace, tc.values)
+			if err == nil {
+				t.Fatalf("rendered %d objects", len(objs))
+			}
+			if !strings.Contains(err.Error(), tc.typo) {
+				t.Fatalf("refused, but without naming %q: %v", tc.typo, err)
+			}
+		})
+	}
+}
+
+// What the README and values.yaml tell an admin to set renders: the strict schema refuses typos,
+// never a documented value.
+func TestChartRendersDocumentedExamples(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+	}{
+		{"the defaults", nil},
+		{"Helm's global values, which a parent chart passes to driverset as its subchart", map[string]any{"global": map[string]any{"imageRegistry": "registry.example"}}},
+		{"README: --set podSecurityContext.runAsUser=null (OpenShift)", map[string]any{"podSecurityContext": map[string]any{"runAsUser": nil}}},
+		{"README: --set image.digest=sha256:...", map[string]any{"image": map[string]any{"digest": "sha256:" + strings.Repeat("0f", 32)}}},
+		{"README: tls.mode cert-manager", map[string]any{"tls": map[string]any{"mode": "cert-manager"}}},
+		{"values.yaml: networkPolicy with webhookFrom and metricsFrom", map[string]any{"networkPolicy": map[string]any{
+			"enabled":     true,
+			"webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/28"}}},
+			"metricsFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+		}}},
+		{"docs/observability.md: every monitoring object, with labels for Prometheus's selectors", map[string]any{"metrics": map[string]any{
+			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus-stack"}, "interval": "30s"},
+			"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus-stack"}},
+			"dashboard":      map[string]any{"enabled": true},
+		}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := renderChart(t, systemNamespace, tc.values); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // The template itself refuses an unknown TLS mode, for `helm install --skip-schema-validation`.
 func TestChartTemplateRefusesUnknownTLSMode(t *testing.T) {
 	ch, err := loader.Load(filepath.Join(moduleRoot(t), "charts", "driverset"))

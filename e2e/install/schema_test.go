@@ -50,3 +50,68 @@ func TestChartSchemaCoversEveryValue(t *testing.T) {
 	}
 	walk("", values, schema)
 }
+
+// freeForm are the values whose content is Kubernetes' own (a container's resources, a pod's
+// securityContext or affinity, labels and annotations): the schema cannot list their keys, so
+// they alone may be objects without "additionalProperties": false.
+var freeForm = map[string]bool{
+	"global": true, "resources": true, "podSecurityContext": true, "securityContext": true,
+	"nodeSelector": true, "affinity": true, "podAnnotations": true, "commonLabels": true,
+	"metrics.serviceMonitor.labels": true, "metrics.prometheusRule.labels": true,
+	"topologySpreadConstraints[]": true,
+	"networkPolicy.webhookFrom[]": true, "networkPolicy.metricsFrom[]": true,
+	"metrics.serviceMonitor.authorization": true, "metrics.serviceMonitor.tlsConfig": true,
+}
+
+// The schema is strict: every object of the chart's own values refuses keys it does not describe,
+// so a typo (`--set replica=3`, `metrics.serviceMonitor.enable`) fails the install instead of
+// being ignored. Objects that hold Kubernetes content are listed in freeForm.
+func TestChartSchemaIsStrict(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "charts", "driverset", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, s map[string]any)
+	walk = func(path string, s map[string]any) {
+		if items, ok := s["items"].(map[string]any); ok {
+			walk(path+"[]", items)
+		}
+		isObject := s["type"] == "object" || s["properties"] != nil
+		if types, ok := s["type"].([]any); ok {
+			for _, ty := range types {
+				isObject = isObject || ty == "object"
+			}
+		}
+		if !isObject {
+			return
+		}
+		name := path
+		if name == "" {
+			name = "(the top level)"
+		}
+		if freeForm[path] {
+			if s["properties"] != nil {
+				t.Errorf("%s is free-form in this test but the schema describes its keys: make it strict", name)
+			}
+			return
+		}
+		if s["additionalProperties"] != false {
+			t.Errorf("%s: additionalProperties is %v, want false", name, s["additionalProperties"])
+		}
+		props, _ := s["properties"].(map[string]any)
+		for k, sub := range props {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if m, ok := sub.(map[string]any); ok {
+				walk(p, m)
+			}
+		}
+	}
+	walk("", schema)
+}
