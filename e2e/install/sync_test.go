@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
 )
 
 // install.yaml is committed so that `kubectl apply --server-side -f <url>` works; it must be
@@ -105,5 +107,65 @@ func TestRenderInstallSetsTheReleaseImage(t *testing.T) {
 				t.Error("the release render differs from install.yaml in more than the image")
 			}
 		})
+	}
+}
+
+// The chart is self-contained: `helm package` and a chart repository take its folder alone, so no
+// file in it may be a symbolic link (one pointing outside the chart would be packaged as whatever
+// it resolves to on the packager's machine, or not at all).
+func TestChartHasNoSymlinks(t *testing.T) {
+	dir := filepath.Join(moduleRoot(t), "charts", "driverset")
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			t.Errorf("%s is a symbolic link (to %s): the chart must carry its own copy", path, target)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The chart carries its own copies of the monitoring component's alerts and dashboard (see
+// TestChartHasNoSymlinks); they are the component's files byte for byte, so the two installs never
+// drift apart. After editing manifests/components/monitoring, copy the file into
+// charts/driverset/files/.
+func TestChartMonitoringFilesAreTheComponents(t *testing.T) {
+	root := moduleRoot(t)
+	for _, name := range []string{"prometheusrule.yaml", "dashboard.json"} {
+		want, err := os.ReadFile(filepath.Join(root, monitoringDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, "charts", "driverset", "files", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("charts/driverset/files/%s differs from %s/%s: cp %[2]s/%[1]s charts/driverset/files/", name, monitoringDir, name)
+		}
+	}
+}
+
+// Chart.yaml names who maintains the chart (Artifact Hub and `helm show chart` show them).
+func TestChartHasMaintainers(t *testing.T) {
+	ch, err := loader.Load(filepath.Join(moduleRoot(t), "charts", "driverset"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Metadata.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.Metadata.Maintainers) == 0 {
+		t.Fatal("Chart.yaml has no maintainers")
+	}
+	for _, m := range ch.Metadata.Maintainers {
+		if m.Name == "" || m.Email == "" && m.URL == "" {
+			t.Errorf("maintainer %+v: give a name and a way to reach them (email or url)", m)
+		}
 	}
 }
