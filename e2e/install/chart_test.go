@@ -284,6 +284,77 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "webhook port: the container listens there, serve is told, the Service follows by name",
+			values: map[string]any{"webhook": map[string]any{"port": 10260}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+				if args := containerArgs(t, pod); !containsString(args, "--webhook-port=10260") {
+					t.Errorf("serve is not given --webhook-port=10260: %v", args)
+				}
+				expect(t, webhookContainerPort(t, pod), 10260, "containerPort")
+				if _, ok := pod["hostNetwork"]; ok {
+					t.Errorf("a port alone turns on hostNetwork: %v", pod["hostNetwork"])
+				}
+				svc := find(t, objs, "Service", "driverset-webhook")
+				ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+				expect(t, ports[0].(map[string]any), "webhook", "targetPort")
+			},
+		},
+		{
+			name:   "hostNetwork: the pod on the node's network, resolving cluster names, on the admin's port",
+			values: map[string]any{"hostNetwork": true, "webhook": map[string]any{"port": 10260}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+				expect(t, pod, true, "hostNetwork")
+				expect(t, pod, "ClusterFirstWithHostNet", "dnsPolicy")
+				expect(t, webhookContainerPort(t, pod), 10260, "containerPort")
+				if args := containerArgs(t, pod); !containsString(args, "--webhook-port=10260") {
+					t.Errorf("serve is not given --webhook-port=10260: %v", args)
+				}
+			},
+		},
+		{
+			name: "commonLabels on every object, the helm test hooks and driverset's pods; the chart's own labels stay",
+			values: map[string]any{"commonLabels": map[string]any{"team": "data-platform", "cost-center": "1234"},
+				"metrics": map[string]any{
+					"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+					"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"team": "sre"}},
+					"dashboard":      map[string]any{"enabled": true},
+				},
+				"networkPolicy": map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/28"}}}},
+				"priorityClass": map[string]any{"create": true},
+				"tls":           map[string]any{"mode": "cert-manager"},
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				hooks, err := renderChartTests(t, systemNamespace, map[string]any{"commonLabels": map[string]any{"team": "data-platform", "cost-center": "1234"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(hooks) == 0 {
+					t.Fatal("no helm test hooks rendered")
+				}
+				for _, u := range append(objs, hooks...) {
+					l := u.GetLabels()
+					want := "data-platform"
+					if u.GetKind() == "PrometheusRule" {
+						want = "sre" // metrics.prometheusRule.labels win: they are the more specific
+					}
+					if l["team"] != want || l["cost-center"] != "1234" {
+						t.Errorf("%s: labels %v lack the common ones", key(u), l)
+					}
+					if l["app.kubernetes.io/name"] != "driverset" || l["helm.sh/chart"] == "" {
+						t.Errorf("%s: labels %v lost the chart's own", key(u), l)
+					}
+				}
+				deploy := find(t, objs, "Deployment", "driverset")
+				expect(t, deploy.Object, "data-platform", "spec", "template", "metadata", "labels", "team")
+				expect(t, deploy.Object, map[string]any{"app.kubernetes.io/name": "driverset"}, "spec", "selector", "matchLabels")
+				expect(t, find(t, objs, "ServiceMonitor", "driverset").Object, "prom", "metadata", "labels", "release")
+				expect(t, find(t, objs, "Service", "driverset-metrics").Object, "metrics", "metadata", "labels", "app.kubernetes.io/component")
+				expect(t, find(t, objs, "ConfigMap", "driverset-dashboard").Object, "1", "metadata", "labels", "grafana_dashboard")
+			},
+		},
+		{
 			name:   "replicas",
 			values: map[string]any{"replicas": 3},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -456,6 +527,12 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"an unknown anti-affinity", map[string]any{"podAntiAffinity": "always"}},
 		{"a priority in the system range", map[string]any{"priorityClass": map[string]any{"create": true, "value": 2000000000}}},
 		{"a watched namespace that is not a name", map[string]any{"watchNamespaces": []any{"Spark_A"}}},
+		{"a webhook port that is no port", map[string]any{"webhook": map[string]any{"port": 70000}}},
+		{"the webhook on the metrics port", map[string]any{"webhook": map[string]any{"port": 8080}}},
+		{"the webhook on the probes port", map[string]any{"webhook": map[string]any{"port": 8081}}},
+		{"hostNetwork not a boolean", map[string]any{"hostNetwork": "yes"}},
+		{"a common label that would replace the chart's own", map[string]any{"commonLabels": map[string]any{"app.kubernetes.io/name": "other"}}},
+		{"a common label that is not a string", map[string]any{"commonLabels": map[string]any{"tier": 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if objs, err := renderChart(t, systemNamespace, tc.values); err == nil {
@@ -543,6 +620,19 @@ func TestChartTemplateRefusesUnknownTLSMode(t *testing.T) {
 	if _, err := engine.Render(ch, vals); err == nil || !strings.Contains(err.Error(), "tls.mode") {
 		t.Fatalf("want an error naming tls.mode, got %v", err)
 	}
+}
+
+// webhookContainerPort is the driverset container's port named webhook.
+func webhookContainerPort(t *testing.T, pod map[string]any) map[string]any {
+	t.Helper()
+	ports, _, _ := unstructured.NestedSlice(container(t, pod), "ports")
+	for _, p := range ports {
+		if m := p.(map[string]any); m["name"] == "webhook" {
+			return m
+		}
+	}
+	t.Fatalf("no port named webhook in %v", ports)
+	return nil
 }
 
 func webhooks(t *testing.T, objs []*unstructured.Unstructured) []map[string]any {

@@ -10,6 +10,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- include "driverset.commonLabels" . }}
+{{- end }}
+
+{{/*
+The admin's commonLabels, but never one of the chart's own (the schema refuses those too, this
+keeps --skip-schema-validation from rendering a key twice).
+*/}}
+{{- define "driverset.commonLabels" -}}
+{{- $own := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component" "helm.sh/chart" -}}
+{{- range $k, $v := .Values.commonLabels }}
+{{- if not (has $k $own) }}
+{{ $k | quote }}: {{ $v | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The Deployment's selector: the same as install.yaml's, so either can take over from the other. */}}
