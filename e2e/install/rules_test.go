@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,72 @@ func TestMonitoringManifests(t *testing.T) {
 	for _, u := range mustRenderChart(t, systemNamespace, nil) {
 		if u.GetKind() == "ServiceMonitor" || u.GetKind() == "PrometheusRule" || u.GetName() == "driverset-dashboard" {
 			t.Errorf("the chart's defaults render %s", key(u))
+		}
+	}
+}
+
+// runbookBase is where every alert's runbook_url points: a section of docs/runbooks.md.
+const runbookBase = "https://github.com/driverset/driverset/blob/main/docs/runbooks.md#"
+
+// alertRules are the alerting rules of prometheusrule.yaml, by alert name.
+func alertRules(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	groups, _ := ruleSpec(t)["groups"].([]any)
+	alerts := map[string]map[string]any{}
+	for _, g := range groups {
+		rules, _ := g.(map[string]any)["rules"].([]any)
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			if name, ok := rule["alert"].(string); ok {
+				alerts[name] = rule
+			}
+		}
+	}
+	if len(alerts) == 0 {
+		t.Fatal("prometheusrule.yaml has no alerts")
+	}
+	return alerts
+}
+
+// Every alert carries a runbook_url, and it leads to a section of docs/runbooks.md named after
+// the alert (GitHub's anchor for "## <Alert>" is its lower-cased name) that says what the alert
+// means, how to check it and what to do.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	for _, part := range strings.Split("\n"+string(data), "\n## ")[1:] {
+		title, body, _ := strings.Cut(part, "\n")
+		sections[strings.ToLower(strings.TrimSpace(title))] = body
+	}
+	for name, rule := range alertRules(t) {
+		annotations, _ := rule["annotations"].(map[string]any)
+		url, _ := annotations["runbook_url"].(string)
+		if want := runbookBase + strings.ToLower(name); url != want {
+			t.Errorf("%s: runbook_url %q, want %q", name, url, want)
+			continue
+		}
+		body, ok := sections[strings.ToLower(name)]
+		if !ok {
+			t.Errorf("%s: docs/runbooks.md has no section \"## %s\"", name, name)
+			continue
+		}
+		for _, part := range []string{"**What it means.**", "**How to check.**", "**What to do.**"} {
+			if !strings.Contains(body, part) {
+				t.Errorf("%s: its runbook section lacks %s", name, part)
+			}
+		}
+	}
+	alerts := alertRules(t)
+	names := map[string]bool{}
+	for name := range alerts {
+		names[strings.ToLower(name)] = true
+	}
+	for title := range sections {
+		if !names[title] {
+			t.Errorf("docs/runbooks.md has a section %q for no alert", title)
 		}
 	}
 }
