@@ -188,3 +188,42 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 		}
 	}
 }
+
+// rules_test.yaml tests every alert both ways: at some eval_time it fires (exp_alerts not empty)
+// and at another it does not (exp_alerts empty). An alert added without both stays untested here
+// even though promtool passes.
+func TestEveryAlertIsTestedFiringAndNot(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), monitoringDir, "rules_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	fires, silent := map[string]bool{}, map[string]bool{}
+	for _, tc := range file.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				silent[a.Alertname] = true
+			}
+		}
+	}
+	for name := range alertRules(t) {
+		if !fires[name] {
+			t.Errorf("%s: rules_test.yaml never expects it to fire", name)
+		}
+		if !silent[name] {
+			t.Errorf("%s: rules_test.yaml never expects it to stay silent", name)
+		}
+	}
+}
