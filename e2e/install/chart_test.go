@@ -355,6 +355,54 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "ServiceMonitor by default: Prometheus's own token from its file, the self-signed certificate not verified",
+			values: map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				ep := serviceMonitorEndpoint(t, objs)
+				expect(t, ep, "/var/run/secrets/kubernetes.io/serviceaccount/token", "bearerTokenFile")
+				expect(t, ep, map[string]any{"insecureSkipVerify": true}, "tlsConfig")
+				if _, ok := ep["authorization"]; ok {
+					t.Errorf("authorization set by default: %v", ep["authorization"])
+				}
+			},
+		},
+		{
+			name: "ServiceMonitor with authorization from a Secret and the admin's tlsConfig: no token file, no forced skip",
+			values: map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{
+				"enabled":       true,
+				"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "scraper-token", "key": "token"}},
+				"tlsConfig":     map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "metrics-ca", "key": "ca.crt"}}, "serverName": "driverset-metrics.driverset-system.svc"},
+			}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				ep := serviceMonitorEndpoint(t, objs)
+				expect(t, ep, map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "scraper-token", "key": "token"}}, "authorization")
+				expect(t, ep, map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "metrics-ca", "key": "ca.crt"}}, "serverName": "driverset-metrics.driverset-system.svc"}, "tlsConfig")
+				if _, ok := ep["bearerTokenFile"]; ok {
+					t.Errorf("bearerTokenFile beside authorization: %v", ep["bearerTokenFile"])
+				}
+			},
+		},
+		{
+			name: "ServiceMonitor with a token Secret of its own: a ServiceAccount that may only read /metrics",
+			values: map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{
+				"enabled": true, "tokenSecret": map[string]any{"create": true},
+			}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				ep := serviceMonitorEndpoint(t, objs)
+				expect(t, ep, map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "driverset-metrics-token", "key": "token"}}, "authorization")
+				if _, ok := ep["bearerTokenFile"]; ok {
+					t.Errorf("bearerTokenFile beside authorization: %v", ep["bearerTokenFile"])
+				}
+				find(t, objs, "ServiceAccount", "driverset-metrics-scraper")
+				secret := find(t, objs, "Secret", "driverset-metrics-token")
+				expect(t, secret.Object, "kubernetes.io/service-account-token", "type")
+				expect(t, secret.Object, "driverset-metrics-scraper", "metadata", "annotations", "kubernetes.io/service-account.name")
+				crb := find(t, objs, "ClusterRoleBinding", "driverset-metrics-scraper")
+				expect(t, crb.Object, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "driverset-metrics-reader"}, "roleRef")
+				expect(t, crb.Object, []any{map[string]any{"kind": "ServiceAccount", "name": "driverset-metrics-scraper", "namespace": systemNamespace}}, "subjects")
+			},
+		},
+		{
 			name:   "replicas",
 			values: map[string]any{"replicas": 3},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -533,6 +581,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"hostNetwork not a boolean", map[string]any{"hostNetwork": "yes"}},
 		{"a common label that would replace the chart's own", map[string]any{"commonLabels": map[string]any{"app.kubernetes.io/name": "other"}}},
 		{"a common label that is not a string", map[string]any{"commonLabels": map[string]any{"tier": 1}}},
+		{"a ServiceMonitor authorization without the Secret's key", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "t"}}}}}},
+		{"a ServiceMonitor authorization and a token Secret of its own both", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "tokenSecret": map[string]any{"create": true}, "authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "t", "key": "token"}}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if objs, err := renderChart(t, systemNamespace, tc.values); err == nil {
@@ -620,6 +670,16 @@ func TestChartTemplateRefusesUnknownTLSMode(t *testing.T) {
 	if _, err := engine.Render(ch, vals); err == nil || !strings.Contains(err.Error(), "tls.mode") {
 		t.Fatalf("want an error naming tls.mode, got %v", err)
 	}
+}
+
+// serviceMonitorEndpoint is the ServiceMonitor's one endpoint.
+func serviceMonitorEndpoint(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	eps, _, _ := unstructured.NestedSlice(find(t, objs, "ServiceMonitor", "driverset").Object, "spec", "endpoints")
+	if len(eps) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v, want one", eps)
+	}
+	return eps[0].(map[string]any)
 }
 
 // webhookContainerPort is the driverset container's port named webhook.

@@ -3,7 +3,9 @@
 package install
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,5 +227,111 @@ func TestEveryAlertIsTestedFiringAndNot(t *testing.T) {
 		if !silent[name] {
 			t.Errorf("%s: rules_test.yaml never expects it to stay silent", name)
 		}
+	}
+}
+
+// The kustomize way to a token Secret of its own (manifests/components/monitoring-token-secret,
+// after the monitoring component) makes what the chart's metrics.serviceMonitor.tokenSecret.create
+// does: the scraper's ServiceAccount, its token Secret, its binding to driverset-metrics-reader, and
+// a ServiceMonitor that sends that token instead of reading Prometheus's own from a file.
+func TestMonitoringTokenSecretComponent(t *testing.T) {
+	root := moduleRoot(t)
+	dir := t.TempDir()
+	// kustomize takes relative paths only.
+	rel := func(path string) string {
+		r, err := filepath.Rel(dir, filepath.Join(root, "manifests", path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [%s]
+components: [%s]
+`, rel("overlays/monitoring"), rel("components/monitoring-token-secret"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl(t), "kustomize", dir).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("kubectl kustomize: %v: %s", err, stderr)
+	}
+	kustomized, err := harness.Decode(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := mustRenderChart(t, systemNamespace, map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true, "tokenSecret": map[string]any{"create": true}},
+	}})
+	for _, kn := range [][2]string{
+		{"ServiceAccount", "driverset-metrics-scraper"},
+		{"Secret", "driverset-metrics-token"},
+		{"ClusterRoleBinding", "driverset-metrics-scraper"},
+		{"ServiceMonitor", "driverset"},
+	} {
+		k, c := find(t, kustomized, kn[0], kn[1]), find(t, chart, kn[0], kn[1])
+		for _, field := range [][]string{{"spec"}, {"type"}, {"roleRef"}, {"subjects"}, {"automountServiceAccountToken"}, {"metadata", "annotations"}, {"metadata", "namespace"}} {
+			kv, _, _ := unstructured.NestedFieldNoCopy(k.Object, field...)
+			cv, _, _ := unstructured.NestedFieldNoCopy(c.Object, field...)
+			if !reflect.DeepEqual(kv, cv) {
+				t.Errorf("%s/%s %v: kustomize %s, chart %s", kn[0], kn[1], field, toYAML(kv), toYAML(cv))
+			}
+		}
+	}
+}
+
+// The kustomize patch docs/observability.md gives for one's own token Secret renders, and makes the
+// ServiceMonitor send that Secret's token and no token file.
+func TestObservabilityDocsServiceMonitorPatch(t *testing.T) {
+	root := moduleRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "observability.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The one ```yaml block that starts with "patches:", unindented.
+	var patch string
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		lines := strings.Split(body, "\n")
+		indent := len(lines[0]) - len(strings.TrimLeft(lines[0], " "))
+		if strings.TrimSpace(lines[0]) != "patches:" {
+			continue
+		}
+		for _, l := range lines {
+			if len(l) >= indent {
+				l = l[indent:]
+			}
+			patch += l + "\n"
+		}
+	}
+	if patch == "" {
+		t.Fatal("docs/observability.md has no ```yaml block starting with patches:")
+	}
+	dir := t.TempDir()
+	overlay, err := filepath.Rel(dir, filepath.Join(root, "manifests", "overlays", "monitoring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [" + overlay + "]\n" + patch
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl(t), "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize with the documented patch: %v: %s\n%s", err, out, kustomization)
+	}
+	objs, err := harness.Decode(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := serviceMonitorEndpoint(t, objs)
+	expect(t, ep, map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "my-token", "key": "token"}}, "authorization")
+	if _, ok := ep["bearerTokenFile"]; ok {
+		t.Errorf("the documented patch leaves bearerTokenFile: %v", ep)
 	}
 }
