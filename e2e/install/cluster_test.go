@@ -100,7 +100,8 @@ func TestInstallOnTheTestBed(t *testing.T) {
 		values := map[string]any{
 			"image":              map[string]any{"digest": "sha256:" + strings.Repeat("0", 64)},
 			"podSecurityContext": map[string]any{"runAsUser": nil},
-			"webhook":            map[string]any{"includedNamespaces": []any{"default", "spark-jobs"}},
+			"webhook":            map[string]any{"includedNamespaces": []any{"default", "spark-jobs"}, "port": 10260},
+			"commonLabels":       map[string]any{"team": "data-platform", "example.com/cost-center": "1234"},
 			"extraArgs":          []any{"--workers=8"},
 			"fencing":            map[string]any{"fenceAfter": "5m"},
 			"topologySpreadConstraints": []any{map[string]any{
