@@ -5,8 +5,10 @@ package install
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -653,6 +656,73 @@ func TestChartRendersDocumentedExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Every `--set` the docs give an admin renders, with the other `--set`s of the same command: the
+// README's, the chart README's and docs/'s. Those with a placeholder (…, <...>) are skipped; the
+// one shown as refused (a typo) must be refused.
+func TestChartRendersEveryDocumentedSet(t *testing.T) {
+	root := moduleRoot(t)
+	files := []string{"README.md", "charts/driverset/README.md"}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		rel, _ := filepath.Rel(root, d)
+		files = append(files, rel)
+	}
+	refused := map[string]bool{"replica=3": true}
+	setFlag := regexp.MustCompile("--set[ =]([^ `]+)")
+	found := 0
+	for _, file := range files {
+		data, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One command per line, a shell line continuation (\) joining the next; n is where it starts.
+		lines := strings.Split(string(data), "\n")
+		for n := 0; n < len(lines); n++ {
+			start, line := n, lines[n]
+			for strings.HasSuffix(line, "\\") && n+1 < len(lines) {
+				n++
+				line = strings.TrimSuffix(line, "\\") + " " + lines[n]
+			}
+			var sets []string
+			for _, m := range setFlag.FindAllStringSubmatch(line, -1) {
+				arg := strings.ReplaceAll(m[1], "'", "") // the shell's quotes
+				if strings.ContainsAny(arg, "…<") || strings.Contains(arg, "...") {
+					continue
+				}
+				sets = append(sets, arg)
+			}
+			if len(sets) == 0 {
+				continue
+			}
+			found++
+			name := fmt.Sprintf("%s:%d %s", file, start+1, strings.Join(sets, " "))
+			t.Run(name, func(t *testing.T) {
+				values := map[string]any{}
+				wantRefused := false
+				for _, arg := range sets {
+					wantRefused = wantRefused || refused[arg]
+					if err := strvals.ParseInto(arg, values); err != nil {
+						t.Fatalf("--set %s: %v", arg, err)
+					}
+				}
+				_, err := renderChart(t, systemNamespace, values)
+				switch {
+				case wantRefused && err == nil:
+					t.Fatal("rendered; the docs say it is refused")
+				case !wantRefused && err != nil:
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+	if found == 0 {
+		t.Fatal("no --set found in the docs: the test reads nothing")
 	}
 }
 
