@@ -317,6 +317,32 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name: "hostNetwork with every port moved: metrics and probes too, serve told each, the probes and Services follow by name",
+			values: map[string]any{"hostNetwork": true, "webhook": map[string]any{"port": 10260},
+				"metrics": map[string]any{"port": 10261}, "probes": map[string]any{"port": 10262}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				pod := podSpec(t, find(t, objs, "Deployment", "driverset"))
+				args := containerArgs(t, pod)
+				for _, want := range []string{"--webhook-port=10260", "--metrics-bind-address=:10261", "--health-probe-bind-address=:10262"} {
+					if !containsString(args, want) {
+						t.Errorf("serve is not given %s: %v", want, args)
+					}
+				}
+				ports, _, _ := unstructured.NestedSlice(container(t, pod), "ports")
+				got := map[string]any{}
+				for _, p := range ports {
+					got[fmt.Sprint(p.(map[string]any)["name"])] = p.(map[string]any)["containerPort"]
+				}
+				expect(t, got, 10260, "webhook")
+				expect(t, got, 10261, "metrics")
+				expect(t, got, 10262, "probes")
+				expect(t, container(t, pod), "probes", "readinessProbe", "httpGet", "port")
+				svc := find(t, objs, "Service", "driverset-metrics")
+				sp, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+				expect(t, sp[0].(map[string]any), "metrics", "targetPort")
+			},
+		},
+		{
 			name: "commonLabels on every object, the helm test hooks and driverset's pods; the chart's own labels stay",
 			values: map[string]any{"commonLabels": map[string]any{"team": "data-platform", "cost-center": "1234"},
 				"metrics": map[string]any{
@@ -581,6 +607,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a webhook port that is no port", map[string]any{"webhook": map[string]any{"port": 70000}}},
 		{"the webhook on the metrics port", map[string]any{"webhook": map[string]any{"port": 8080}}},
 		{"the webhook on the probes port", map[string]any{"webhook": map[string]any{"port": 8081}}},
+		{"the metrics on the webhook's port", map[string]any{"webhook": map[string]any{"port": 10260}, "metrics": map[string]any{"port": 10260}}},
+		{"the probes on the metrics port", map[string]any{"metrics": map[string]any{"port": 10261}, "probes": map[string]any{"port": 10261}}},
 		{"hostNetwork not a boolean", map[string]any{"hostNetwork": "yes"}},
 		{"a common label that would replace the chart's own", map[string]any{"commonLabels": map[string]any{"app.kubernetes.io/name": "other"}}},
 		{"a common label that is not a string", map[string]any{"commonLabels": map[string]any{"tier": 1}}},
