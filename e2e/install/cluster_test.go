@@ -102,6 +102,8 @@ func TestInstallOnTheTestBed(t *testing.T) {
 			"podSecurityContext": map[string]any{"runAsUser": nil},
 			"webhook":            map[string]any{"includedNamespaces": []any{"default", "spark-jobs"}, "port": 10260},
 			"commonLabels":       map[string]any{"team": "data-platform", "example.com/cost-center": "1234"},
+			"metrics":            map[string]any{"port": 10261},
+			"probes":             map[string]any{"port": 10262},
 			"extraArgs":          []any{"--workers=8"},
 			"fencing":            map[string]any{"fenceAfter": "5m"},
 			"topologySpreadConstraints": []any{map[string]any{
