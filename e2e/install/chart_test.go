@@ -432,6 +432,25 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name: "alerts: with failurePolicy Ignore no webhook fails closed, so no alert for fewer than two replicas",
+			values: map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore"},
+				"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				alerts := ruleAlerts(t, find(t, objs, "PrometheusRule", "driverset"))
+				if alerts["DriversetWebhookReplicasBelowTwo"] {
+					t.Error("DriversetWebhookReplicasBelowTwo rendered with failurePolicy Ignore")
+				}
+				if !alerts["DriversetDown"] || !alerts["DriversetWebhookSlow"] {
+					t.Errorf("the other alerts went too: %v", alerts)
+				}
+				// With the default, Fail, it is there (TestMonitoringManifests: the file's rules, all of them).
+				fail := mustRenderChart(t, systemNamespace, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}})
+				if !ruleAlerts(t, find(t, fail, "PrometheusRule", "driverset"))["DriversetWebhookReplicasBelowTwo"] {
+					t.Error("DriversetWebhookReplicasBelowTwo missing with failurePolicy Fail")
+				}
+			},
+		},
+		{
 			name:   "replicas",
 			values: map[string]any{"replicas": 3},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -768,6 +787,22 @@ func TestChartTemplateRefusesUnknownTLSMode(t *testing.T) {
 	if _, err := engine.Render(ch, vals); err == nil || !strings.Contains(err.Error(), "tls.mode") {
 		t.Fatalf("want an error naming tls.mode, got %v", err)
 	}
+}
+
+// ruleAlerts are the names of the alerts of a PrometheusRule.
+func ruleAlerts(t *testing.T, rule *unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	alerts := map[string]bool{}
+	for _, g := range groups {
+		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+		for _, r := range rules {
+			if name, ok := r.(map[string]any)["alert"].(string); ok {
+				alerts[name] = true
+			}
+		}
+	}
+	return alerts
 }
 
 // serviceMonitorEndpoint is the ServiceMonitor's one endpoint.
