@@ -228,7 +228,8 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 		{"an Event as the kubelet", "driverset-guard-events", createEvent(ns, func(e *eventsv1.Event) {
 			e.ReportingController, e.ReportingInstance = "kubelet", "kubelet-node-1"
 		})},
-		{"an Event about a Node", "driverset-guard-events", createEvent(ns, func(e *eventsv1.Event) {
+		// Events about cluster-scoped objects live in namespace default, which driverset serves.
+		{"an Event about a Node", "driverset-guard-events", createEvent(metav1.NamespaceDefault, func(e *eventsv1.Event) {
 			e.Regarding = corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "node-1"}
 		})},
 		{"an Event about another namespace's pod", "driverset-guard-events", createEvent(ns, func(e *eventsv1.Event) {
