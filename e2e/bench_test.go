@@ -79,7 +79,7 @@ func silentDeath(name string, annotations map[string]string) lossPath {
 // reports the medians with their spread and the ratio of the medians on the same path; a path
 // on which a plain StatefulSet never recovers shows that by a bounded wait, and driverset's time
 // alone. The last row puts many drivers on one node that dies and compares the time to the last
-// one's recovery with one driver's on the same path. It prints the README's table at the end.
+// one's recovery with one driver's on the same path. It prints the table of docs/measurements.md#recovery-after-node-loss-kwok at the end.
 //
 //	make bench   (go test -tags testbed -run '^$' -bench Recovery -benchtime 1x ./e2e/)
 func BenchmarkRecovery(b *testing.B) {
@@ -187,7 +187,7 @@ func (r *benchRun) finish(b *testing.B, row benchRow) {
 	b.Logf("%s: %s %s, %s %s, ratio of medians %.2fx", row.path, row.baselineName, row.baseline, row.subjectName, row.subject, ratio)
 }
 
-// table is the README's table: median (min–max) per path and workload, and the ratio of medians.
+// table is the table of docs/measurements.md#recovery-after-node-loss-kwok: median (min–max) per path and workload, and the ratio of medians.
 func (r *benchRun) table() string {
 	var s strings.Builder
 	s.WriteString("| path | baseline | baseline: median (min–max) | driverset: median (min–max) | ratio of medians |\n|---|---|---|---|---|\n")

@@ -283,7 +283,14 @@ func (r *chaosRun) incarnation(ctx context.Context, a chaos.App, i int, pod *cor
 // `driverset wrap` does; the process's end (its node's death) stops it.
 func (r *chaosRun) heartbeat(ctx context.Context, pod *corev1.Pod, running func() bool) {
 	name := contract.NamesOfStatefulSet(pod.Labels[contract.LabelDriver]).HeartbeatLease()
-	leases := kube().CoordinationV1().Leases(pod.Namespace)
+	c, err := podClient(ctx, pod)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.t.Errorf("%s cannot renew its heartbeat: %v", pod.Name, err)
+		}
+		return
+	}
+	leases := c.CoordinationV1().Leases(pod.Namespace)
 	holder := string(pod.UID)
 	for ctx.Err() == nil && running() {
 		now := metav1.NewMicroTime(time.Now())

@@ -34,7 +34,7 @@ const (
 // seed (e2e/chaos); two lanes of faults run it while the apps run:
 //   - control: driverset's leader SIGKILLed, both replicas down for a while, the apiserver, etcd
 //     and the controller-manager crashed and restarted;
-//   - nodes: a node running a driver lost, in every way the README covers: its Node deleted,
+//   - nodes: a node running a driver lost, in every way docs/limits.md covers: its Node deleted,
 //     killed and tainted out-of-service once NotReady, or killed with nobody acting (fence-after
 //     and self-fence apps recover by themselves; the node comes back later).
 //

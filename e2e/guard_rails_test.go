@@ -11,6 +11,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,6 +102,56 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// driverset's own StatefulSet and Service for the app, as it made them, to be created again
+	// (changed or not) as a dry run.
+	liveSts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, r.names.StatefulSet, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveSvc, err := kube().CoreV1().Services(ns).Get(ctx, r.names.Service, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSts := func(change func(*appsv1.StatefulSet)) func(context.Context) error {
+		return func(ctx context.Context) error {
+			s := liveSts.DeepCopy()
+			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
+			s.Status = appsv1.StatefulSetStatus{}
+			change(s)
+			_, err := ds.AppsV1().StatefulSets(ns).Create(ctx, s, dry)
+			return err
+		}
+	}
+	createSvc := func(change func(*corev1.Service)) func(context.Context) error {
+		return func(ctx context.Context) error {
+			s := liveSvc.DeepCopy()
+			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
+			s.Spec.ClusterIPs, s.Status = nil, corev1.ServiceStatus{}
+			change(s)
+			_, err := ds.CoreV1().Services(ns).Create(ctx, s, dry)
+			return err
+		}
+	}
+	// An Event as driverset records one about its placeholder; change makes it something else.
+	createEvent := func(ns string, change func(*eventsv1.Event)) func(context.Context) error {
+		return func(ctx context.Context) error {
+			e := &eventsv1.Event{
+				ObjectMeta:          metav1.ObjectMeta{Name: placeholder + ".guard", Namespace: ns},
+				EventTime:           metav1.NowMicro(),
+				ReportingController: "driverset.dev/controller",
+				ReportingInstance:   "driverset.dev/controller-driverset-0",
+				Action:              "Converted",
+				Reason:              "Converted",
+				Type:                corev1.EventTypeNormal,
+				Note:                "guard rails",
+				Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: placeholder},
+			}
+			change(e)
+			_, err := ds.EventsV1().Events(ns).Create(ctx, e, dry)
+			return err
+		}
+	}
+	asIs := func(*appsv1.StatefulSet) {}
 	patchSts := func(name, patch string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			_, err := ds.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), dryPatch)
@@ -138,6 +190,51 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			_, err := ds.CoreV1().Services("driverset-system").Create(ctx, svc("driverset-system", owned), dry)
 			return err
 		}},
+		{"a StatefulSet that a second object owns too", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+			s.OwnerReferences = append(s.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: plain.Name, UID: plain.UID})
+		})},
+		{"a StatefulSet named for another placeholder", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+			s.Name, s.Labels[contract.LabelDriver] = "other-driver", "other-driver"
+		})},
+		{"a StatefulSet of two driver pods", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+			s.Spec.Replicas = new(int32(2))
+		})},
+		{"a StatefulSet whose selector is wider than its driver pod", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+			delete(s.Spec.Selector.MatchLabels, contract.LabelSparkRole)
+		})},
+		{"a StatefulSet whose pods run something else than driverset wrap", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+			c := &s.Spec.Template.Spec.Containers[0]
+			c.Image, c.Command, c.Args = "attacker/miner", []string{"/miner"}, nil
+		})},
+		{"a LoadBalancer Service for a placeholder", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ClusterIP, s.Spec.PublishNotReadyAddresses = corev1.ServiceTypeLoadBalancer, "", false
+		})},
+		{"a Service with an external IP", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+			s.Spec.ClusterIP, s.Spec.ExternalIPs = "", []string{"192.0.2.10"}
+		})},
+		{"a headless Service selecting another workload", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+			s.Spec.Selector = map[string]string{"app": "web"}
+		})},
+		{"a Service named for another placeholder", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+			s.Name = "other-driver-ds"
+		})},
+		{"a gated pod's nodeSelector tightened", "driverset-guard-pods",
+			patchPod(ns, plain.Name, `{"spec":{"nodeSelector":{"kubernetes.io/hostname":"attacker"}}}`)},
+		{"a gated pod's affinity tightened", "driverset-guard-pods", patchPod(ns, plain.Name,
+			`{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/hostname","operator":"In","values":["attacker"]}]}]}}}}}`)},
+		{"an Event in kube-system", "driverset-guard-events", createEvent("kube-system", func(e *eventsv1.Event) {
+			e.Regarding.Name = "kube-apiserver"
+		})},
+		{"an Event as the kubelet", "driverset-guard-events", createEvent(ns, func(e *eventsv1.Event) {
+			e.ReportingController, e.ReportingInstance = "kubelet", "kubelet-node-1"
+		})},
+		// Events about cluster-scoped objects live in namespace default, which driverset serves.
+		{"an Event about a Node", "driverset-guard-events", createEvent(metav1.NamespaceDefault, func(e *eventsv1.Event) {
+			e.Regarding = corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "node-1"}
+		})},
+		{"an Event about another namespace's pod", "driverset-guard-events", createEvent(ns, func(e *eventsv1.Event) {
+			e.Regarding.Namespace = "kube-system"
+		})},
 		{"its own StatefulSet's pod template changed", "driverset-guard-updates", patchSts(r.names.StatefulSet,
 			`{"spec":{"template":{"spec":{"containers":[{"name":"`+contract.DriverContainerName+`","image":"attacker/miner"}]}}}}`)},
 		{"a dangling ownerReference added to its StatefulSet", "driverset-guard-updates", patchSts(r.names.StatefulSet,
@@ -222,10 +319,11 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 				[]byte(`{"status":{"message":"driverset: checked"}}`), dryPatch, "status")
 			return err
 		}},
-		{"a driver's StatefulSet owned by its placeholder", func(ctx context.Context) error {
-			_, err := ds.AppsV1().StatefulSets(ns).Create(ctx, sts(ns, owned), dry)
-			return err
-		}},
+		// The name is taken by the objects driverset made: the apiserver answers AlreadyExists
+		// only after every admission policy let the create through.
+		{"a driver's StatefulSet as driverset builds it", alreadyMade(createSts(asIs))},
+		{"a driver's headless Service as driverset builds it", alreadyMade(createSvc(func(*corev1.Service) {}))},
+		{"an Event about a placeholder", createEvent(ns, func(*eventsv1.Event) {})},
 		{"the webhook's caBundle", func(ctx context.Context) error {
 			ca, err := certs.NewAuthority("rotated", time.Hour)
 			if err != nil {
@@ -251,5 +349,16 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			}
 		})
+	}
+}
+
+// alreadyMade passes a create whose only error is that its name is taken: admission ran and
+// allowed it, and storage refused the duplicate.
+func alreadyMade(create func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := create(ctx); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
 	}
 }

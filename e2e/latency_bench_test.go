@@ -399,7 +399,7 @@ const profilesEnv = "DRIVERSET_BENCH_PROFILES"
 
 // profiles starts CPU profiles of driverset and of the apiserver, of length d, when profilesEnv
 // asks for them, and returns what waits for them and saves them (driverset.cpu, apiserver.cpu).
-// Profiles are how the costs named in the README were found: what each side does per admission.
+// Profiles are how the costs named in docs/install.md#webhooks-and-admission-sizing were found: what each side does per admission.
 func profiles(ctx context.Context, b *testing.B, c kubernetes.Interface, d time.Duration) (wait func()) {
 	dir := os.Getenv(profilesEnv)
 	if dir == "" {

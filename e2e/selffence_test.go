@@ -44,7 +44,7 @@ func keepHeartbeat(t testing.TB, pod *corev1.Pod) *heartbeat {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &heartbeat{cancel: cancel, done: make(chan struct{})}
 	name := contract.NamesOfStatefulSet(pod.Labels[contract.LabelDriver]).HeartbeatLease()
-	leases := kube().CoordinationV1().Leases(pod.Namespace)
+	leases := asPod(t, pod).CoordinationV1().Leases(pod.Namespace)
 	holder := string(pod.UID)
 	renew := func() error {
 		now := metav1.NewMicroTime(time.Now())

@@ -14,7 +14,7 @@ import (
 // name is one of them. Anyone else on the pod network is refused before the request is read, so a
 // direct call can neither bypass the apiserver's flow control nor learn what the handlers know
 // (executor names, pod existence, LimitRange minimums). The apiserver presents that certificate
-// when an admin configures it (see the README's "Only the apiserver calls the webhook").
+// when an admin configures it (see docs/install.md#only-the-apiserver-calls-the-webhook).
 type Callers struct {
 	CA    *x509.CertPool
 	Names []string

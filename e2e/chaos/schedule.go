@@ -118,7 +118,7 @@ func (k Kind) String() string { return kindNames[k] }
 // IsNodeLoss reports whether k loses a node.
 func (k Kind) IsNodeLoss() bool { return k >= NodeDeleted }
 
-// NodeLossKinds are every way a node is lost that the README covers; self-fencing is a SilentDeath
+// NodeLossKinds are every way a node is lost that docs/limits.md covers; self-fencing is a SilentDeath
 // of a node running self-fence apps.
 func NodeLossKinds() []Kind { return []Kind{NodeDeleted, OutOfService, SilentDeath} }
 

@@ -11,7 +11,7 @@ import (
 // Every way in that runs driverset in the cluster (all but overlays/local, which runs it as a local
 // process) gives it a memory limit and GOMEMLIMIT taken from it, so the Go heap is collected
 // harder near the limit instead of growing past it, and GOGC=50, the setting the memory benchmark
-// measures (README, "Memory").
+// measures (docs/measurements.md#memory).
 func TestEveryInstallSetsTheGoRuntimesMemorySettings(t *testing.T) {
 	installs := map[string][]*unstructured.Unstructured{"install.yaml": readInstallYAML(t), namespacedOverlay: render(t, namespacedOverlay)}
 	for _, dir := range kustomizations() {

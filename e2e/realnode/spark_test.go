@@ -719,7 +719,7 @@ func localVolume(t *testing.T) string {
 // knows (the placeholder, whose status driverset keeps): the same answer, and the same end for
 // the spark-submit that waits for the app. The glob form matches every spark-role=driver pod
 // whose name starts with the prefix, so with driverset it also lists the pod that really runs
-// the driver, `<name>-0` (README, Known limits); killing by glob ends the app all the same.
+// the driver, `<name>-0` (docs/limits.md#known-limits); killing by glob ends the app all the same.
 func TestRealSparkKillAndStatus(t *testing.T) {
 	if len(bed.images.spark) == 0 {
 		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
@@ -778,7 +778,7 @@ func TestRealSparkKillAndStatus(t *testing.T) {
 		t.Errorf("without driverset the glob --status listed %d applications, want 1", n)
 	}
 	if n := statuses(with.glob); n != 2 {
-		t.Errorf("with driverset the glob --status listed %d pods, want 2 (the placeholder and <name>-0), as the README says", n)
+		t.Errorf("with driverset the glob --status listed %d pods, want 2 (the placeholder and <name>-0), as docs/limits.md says", n)
 	}
 	for _, ns := range []string{with.run.app.Namespace, withGlob.run.app.Namespace} {
 		sts, err := kube().AppsV1().StatefulSets(ns).List(context.Background(), metav1.ListOptions{})

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestDemo runs `make demo`, the README's first command, as a newcomer would, and holds its story
+// TestDemo runs `make demo`, the README's first command on a fresh machine, as a newcomer would, and holds its story
 // to what the README shows: the placeholder, the driver kept Terminating on its dead node, still
 // one driver 5 s later, the new driver on another node after the taint with an app id of its own
 // and the same address, and spark-submit's end. run checks each of these before it says it, so a driverset
