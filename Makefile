@@ -26,7 +26,7 @@ e2e: testbed-bin
 
 ## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; about 10 min); make test runs two of them
 e2e-streams: testbed-bin node-packages spark-artifacts
-	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode' ./e2e/realnode/
+	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff' ./e2e/realnode/
 
 ## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; real Spark; needs root), verbose; RUN=TestName runs only those
 e2e-real: testbed-bin node-packages spark-artifacts

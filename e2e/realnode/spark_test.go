@@ -150,11 +150,16 @@ type sparkJob struct {
 	args          []string
 	// prepare, when set, runs in the app's namespace before spark-submit (an admin's RoleBinding).
 	prepare func(t *testing.T, ns string)
+	// namespace, when set, is the app's namespace (an app submitted again); else a new one.
+	namespace string
 }
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
 	t.Helper()
-	ns := namespace(t, nil)
+	ns := job.namespace
+	if ns == "" {
+		ns = namespace(t, nil)
+	}
 	if job.prepare != nil {
 		job.prepare(t, ns)
 	}
