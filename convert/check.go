@@ -7,6 +7,7 @@ package convert
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,9 +140,11 @@ func checkShape(pod *corev1.Pod) error {
 		}
 	}
 	for _, m := range c.VolumeMounts {
-		if path.Clean(m.MountPath) == MountPath {
+		// Below it too: a volume that outlives the pod would carry wrap's run-once record (StateDir)
+		// into the next incarnation, which would then never run the driver.
+		if p := path.Clean(m.MountPath); p == MountPath || strings.HasPrefix(p, MountPath+"/") {
 			return notConvertible(pod, "driver container %q already mounts volume %q at %s, where driverset installs itself; mount it elsewhere",
-				c.Name, m.Name, MountPath)
+				c.Name, m.Name, p)
 		}
 	}
 	return nil

@@ -62,6 +62,11 @@ func TestCheck(t *testing.T) {
 		{name: "driver mounts something at /opt/driverset", pod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "tools", MountPath: "/opt/driverset/"}}
 		}, reason: `already mounts volume "tools" at /opt/driverset`},
+		// Below it, a volume that outlives the pod (a claim) would carry wrap's run-once record
+		// into the next incarnation, which would then never run the driver (issue 35).
+		{name: "driver mounts something below /opt/driverset", pod: func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "state", MountPath: "/opt/driverset/state"}}
+		}, reason: `already mounts volume "state" at /opt/driverset/state`},
 		{name: "max-restarts not a number", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationMaxRestarts: "three"} },
 			reason: `annotation driverset.dev/max-restarts="three" is not an integer from 0 to 100`},
 		{name: "max-restarts negative", pod: func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationMaxRestarts: "-1"} },

@@ -170,7 +170,7 @@ func removeServiceAccountVolume(spec *corev1.PodSpec) {
 	injected := map[string]bool{}
 	var volumes []corev1.Volume
 	for _, v := range spec.Volumes {
-		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil {
+		if injectedTokenVolume(v) {
 			injected[v.Name] = true
 			continue
 		}
@@ -191,6 +191,20 @@ func removeServiceAccountVolume(spec *corev1.PodSpec) {
 			cs[i].VolumeMounts = mounts
 		}
 	}
+}
+
+// injectedTokenVolume tells the volume the ServiceAccount admission plugin injected (its name's
+// prefix and exactly its three sources: the token at "token" for the apiserver's audience, the
+// cluster's CA, the namespace) from a projected volume of the user's own that only shares the
+// prefix, which is kept.
+func injectedTokenVolume(v corev1.Volume) bool {
+	if !strings.HasPrefix(v.Name, serviceAccountVolumePrefix) || v.Projected == nil || len(v.Projected.Sources) != 3 {
+		return false
+	}
+	token, ca, ns := v.Projected.Sources[0].ServiceAccountToken, v.Projected.Sources[1].ConfigMap, v.Projected.Sources[2].DownwardAPI
+	return token != nil && token.Path == "token" && token.Audience == "" &&
+		ca != nil && ca.Name == "kube-root-ca.crt" &&
+		ns != nil && len(ns.Items) == 1 && ns.Items[0].Path == "namespace"
 }
 
 // installContainer copies the driverset binary into the shared emptyDir. It is tiny (a quota with

@@ -86,9 +86,13 @@ func TestStatefulSetTemplate(t *testing.T) {
 	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}, {Name: "kueue.x-k8s.io/admission"}}
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "spark-local-dir-1", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		{Name: "kube-api-access-7x2kq", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+		{Name: "kube-api-access-7x2kq", VolumeSource: corev1.VolumeSource{Projected: apiserverTokenVolume()}},
 		// A user's own volume that merely starts like the injected one is kept: it is not projected.
 		{Name: "kube-api-access-mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		// Nor is a projected one of the user's own: a token for another audience (issue 35).
+		{Name: "kube-api-access-vault", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "vault", Path: "vault-token"}}},
+		}}},
 	}
 	tokenMount := corev1.VolumeMount{Name: "kube-api-access-7x2kq", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "spark-local-dir-1", MountPath: "/var/data"}, tokenMount}
@@ -132,7 +136,7 @@ func TestStatefulSetTemplate(t *testing.T) {
 	for _, v := range spec.Volumes {
 		volumes = append(volumes, v.Name)
 	}
-	if want := []string{"spark-local-dir-1", "kube-api-access-mine", "driverset"}; !reflect.DeepEqual(volumes, want) {
+	if want := []string{"spark-local-dir-1", "kube-api-access-mine", "kube-api-access-vault", "driverset"}; !reflect.DeepEqual(volumes, want) {
 		t.Errorf("volumes %v, want %v", volumes, want)
 	}
 	if v := spec.Volumes[len(spec.Volumes)-1]; v.EmptyDir == nil {
@@ -482,4 +486,18 @@ func TestStatefulSetKeepsTheEntryCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// apiserverTokenVolume is the projected volume the ServiceAccount admission plugin injects into a
+// pod (k8s.io/kubernetes plugin/pkg/admission/serviceaccount, TokenVolumeSource), as the
+// apiserver stores it.
+func apiserverTokenVolume() *corev1.ProjectedVolumeSource {
+	mode, expiry := int32(420), int64(3607)
+	return &corev1.ProjectedVolumeSource{DefaultMode: &mode, Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: &expiry, Path: "token"}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+			Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+		{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+	}}
 }
