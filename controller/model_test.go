@@ -693,9 +693,9 @@ func explore(t *testing.T, cfg modelConfig, depth int) modelResult {
 				}
 				continue
 			}
-			if len(vs) == 0 {
-				queue = append(queue, child)
-			}
+			// A state that broke a promise is explored on: what else breaks after it (two drivers
+			// after a misread exit) is reported too, each promise with its shortest trace.
+			queue = append(queue, child)
 		}
 	}
 	return res
