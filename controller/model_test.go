@@ -106,6 +106,8 @@ var modelConfigs = []modelConfig{
 		kinds: append([]string{kindStale, kindDriverset, kindDelete, kindTime}, always...)},
 	{name: "node loss", depth: 6,
 		kinds: append([]string{kindFailedStart, kindNode, kindDelete, kindForce}, always...)},
+	{name: "failed starts, then node loss", depth: 7,
+		kinds: append([]string{kindFailedStart, kindNode, kindTime}, always...)},
 	{name: "the app deleted", depth: 5,
 		kinds: append([]string{kindApp, kindNode, kindDelete, kindForce, kindDriverset}, always...)},
 	{name: "everything", depth: 3},
