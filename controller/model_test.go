@@ -688,8 +688,10 @@ func explore(t *testing.T, cfg modelConfig, depth int) modelResult {
 				vs = w.settled()
 			}
 			for _, v := range vs {
-				// One trace for each way a promise broke (its why, numbers aside): the shortest.
-				key := v.promise + ": " + digits.ReplaceAllString(v.why, "N")
+				// One trace for each way a promise broke (its why, numbers and details in
+				// parentheses aside): the shortest.
+				why, _, _ := strings.Cut(v.why, " (")
+				key := v.promise + ": " + digits.ReplaceAllString(why, "N")
 				if _, ok := res.found[key]; !ok {
 					res.found[key] = append(child.trace(), "VIOLATED "+v.promise+": "+v.why)
 				}
