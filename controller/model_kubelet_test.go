@@ -2,13 +2,13 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/wrap"
@@ -209,7 +209,7 @@ func (w *mworld) kubeletEvents() []mevent {
 		n := fmt.Sprintf("#%d", i+1)
 		if inc.Proc == procRunning && w.m.Machines[inc.Node] != machineDead {
 			for _, code := range []int{0, 1} {
-				out = append(out, mevent{name: fmt.Sprintf("the driver of %s on %s exits %d", n, inc.Node, code), kind: kindExit, apply: func(w *mworld) {
+				out = append(out, mevent{name: fmt.Sprintf("the driver of %s on %s exits %d", n, inc.Node, code), kind: kindExit, process: true, apply: func(w *mworld) {
 					inc := w.m.Incs[i]
 					inc.Proc, inc.Ctr = procEnded, ctrTerminated
 					inc.Term = &mterm{Kind: termExit, Code: code, Started: inc.Started, Finished: now}
@@ -231,7 +231,7 @@ func (w *mworld) kubeletEvents() []mevent {
 			(inc.Ctr == ctrWaiting || inc.Ctr == ctrTerminated && (inc.Term.Kind == termNotStarted || inc.Term.Kind == termStartError))
 		if startable {
 			out = append(out,
-				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": wrap runs the driver", kind: kindContainer, apply: func(w *mworld) {
+				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": wrap runs the driver", kind: kindContainer, process: true, apply: func(w *mworld) {
 					inc := w.m.Incs[i]
 					if w.m.Ended {
 						w.m.Broken = promiseNoRerun + ": a driver started after the app's end was recorded"
@@ -239,10 +239,10 @@ func (w *mworld) kubeletEvents() []mevent {
 					inc.restart(now)
 					inc.Ctr, inc.Proc = ctrDriver, procRunning
 				}},
-				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": wrap does not start the driver (125)", kind: kindFailedStart, apply: func(w *mworld) {
+				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": wrap does not start the driver (125)", kind: kindFailedStart, process: true, apply: func(w *mworld) {
 					w.m.Incs[i].failStart(termNotStarted, now)
 				}},
-				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": the runtime fails (StartError 128)", kind: kindStartError, apply: func(w *mworld) {
+				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": the runtime fails (StartError 128)", kind: kindStartError, process: true, apply: func(w *mworld) {
 					w.m.Incs[i].failStart(termStartError, now)
 				}})
 		}
@@ -254,7 +254,7 @@ func (w *mworld) kubeletEvents() []mevent {
 			}})
 		}
 		if (inc.Ctr == ctrDriver || inc.Ctr == ctrIdle) && !inc.Stopped {
-			out = append(out, mevent{name: "kubelet on " + inc.Node + " loses " + n + "'s container: ContainerStatusUnknown", kind: kindUnknown, apply: func(w *mworld) {
+			out = append(out, mevent{name: "kubelet on " + inc.Node + " loses " + n + "'s container: ContainerStatusUnknown", kind: kindUnknown, process: true, apply: func(w *mworld) {
 				inc := w.m.Incs[i]
 				if inc.Proc == procRunning {
 					inc.Proc = procEnded
@@ -267,7 +267,7 @@ func (w *mworld) kubeletEvents() []mevent {
 				w.m.Incs[i].stop(now)
 			}})
 		}
-		if terminating && inc.Stopped && isTerminal(pod.Status.Phase) && hasFinalizer(pod, kubeletFinalizer) {
+		if terminating && inc.Stopped && isTerminal(pod.Status.Phase) && slices.Contains(pod.Finalizers, kubeletFinalizer) {
 			out = append(out, mevent{name: "kubelet on " + inc.Node + " removes " + n + " (delete, grace 0)", kind: kindContainer, apply: func(w *mworld) {
 				w.deletePod(w.podOf(w.m.Incs[i]), true)
 			}})
@@ -316,13 +316,4 @@ func (t *mterm) code() *int {
 		return nil
 	}
 	return &t.Code
-}
-
-func hasFinalizer(o client.Object, f string) bool {
-	for _, x := range o.GetFinalizers() {
-		if x == f {
-			return true
-		}
-	}
-	return false
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -168,7 +167,7 @@ func (w *mworld) clusterEvents() []mevent {
 			w.m.lastInc().Node = d.Spec.NodeName
 		}})
 	}
-	if d != nil && d.Spec.NodeName != "" && !(d.DeletionGracePeriodSeconds != nil && *d.DeletionGracePeriodSeconds == 0) {
+	if d != nil && d.Spec.NodeName != "" && !forceDeleted(d) {
 		n := w.node(d.Spec.NodeName)
 		if n == nil || d.DeletionTimestamp != nil && provenDown(d, n) == CauseOutOfService {
 			out = append(out, mevent{name: "PodGC force-deletes S-0 on " + d.Spec.NodeName, kind: kindCluster, apply: func(w *mworld) {
@@ -196,6 +195,11 @@ func (w *mworld) clusterEvents() []mevent {
 		}})
 	}
 	return out
+}
+
+// forceDeleted reports whether pod was deleted with grace 0 (PodGC does not delete it again).
+func forceDeleted(pod *corev1.Pod) bool {
+	return pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
 }
 
 // orphans are the objects of the app whose controller owner is gone (by UID), not being deleted.
@@ -266,7 +270,7 @@ func (w *mworld) nodeEvents() []mevent {
 				}
 			}})
 		}
-		if machine != machineUp && n != nil && !(nodeReady(n) != nil && nodeReady(n).Status != corev1.ConditionTrue) {
+		if machine != machineUp && n != nil && (nodeReady(n) == nil || nodeReady(n).Status == corev1.ConditionTrue) {
 			out = append(out, mevent{name: "node lifecycle controller: " + name + " Unknown, tainted unreachable", kind: kindNode, apply: func(w *mworld) {
 				w.setNode(name, corev1.ConditionUnknown, unreachableTaints()...)
 			}})
@@ -314,7 +318,7 @@ func (w *mworld) userEvents() []mevent {
 				w.deletePod(w.h.driver(), false)
 			}})
 		}
-		if d.DeletionGracePeriodSeconds == nil || *d.DeletionGracePeriodSeconds != 0 {
+		if !forceDeleted(d) {
 			out = append(out, mevent{name: "kubectl delete pod S-0 --force", kind: kindForce, apply: func(w *mworld) {
 				w.deletePod(w.h.driver(), true)
 			}})
@@ -390,7 +394,7 @@ func (w *mworld) settled() []mviolation {
 		s.h.now = s.m.now()
 		var next *mevent
 		for _, e := range append(s.kubeletEvents(), s.clusterEvents()...) {
-			if !isProcessEvent(e.name) {
+			if !e.process {
 				next = &e
 				break
 			}
@@ -426,15 +430,4 @@ func (w *mworld) settled() []mviolation {
 		return nil
 	}
 	return []mviolation{{promiseNoLeftover, fmt.Sprintf("left %v after the app was deleted and settled by %v", left, trail)}}
-}
-
-// isProcessEvent: the event is the driver's or its container's own doing (an exit, a start, a
-// lost container), which settling does not wait for.
-func isProcessEvent(name string) bool {
-	for _, s := range []string{" exits ", "starts #", "loses "} {
-		if strings.Contains(name, s) {
-			return true
-		}
-	}
-	return false
 }
