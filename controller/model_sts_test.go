@@ -429,5 +429,5 @@ func (w *mworld) settled() []mviolation {
 	if len(left) == 0 {
 		return nil
 	}
-	return []mviolation{{promiseNoLeftover, fmt.Sprintf("left %v after the app was deleted and settled by %v", left, trail)}}
+	return []mviolation{{promiseNoLeftover, fmt.Sprintf("left %v after the app was deleted (settled by %v)", left, trail)}}
 }
