@@ -101,3 +101,37 @@ func TestPodGCHidesTheExit(t *testing.T) {
 		t.Errorf("restarts = %q after the driver exited 1 before PodGC took its pod, want 1 (S-0 %v)", n, h.driver() != nil)
 	}
 }
+
+// defectGracefulThenForce is the third: the model's shortest traces are seven events (depth 7:
+// `make model`), to two drivers, a lost exit, and a finished app running again.
+const defectGracefulThenForce = "a gracefully deleted S-0 (a taint eviction) is let go while its driver may still run, so a later kubectl delete --force removes it at once: two drivers, or an exit lost"
+
+// TestForcedDeleteAfterAnEvictionIsHeld: S-0's node is cut off; the taint manager evicts S-0 (a
+// graceful delete), and the pod stays Terminating, waiting for a kubelet that cannot answer. The
+// Outcomes reconciler lets it go at once ("stopped from outside: no exit of the driver's own to
+// read": mayStillRun holds only a pod already force-deleted). Then the admin does what is done to
+// a pod stuck Terminating, `kubectl delete pod --force`: with no finalizer left the apiserver
+// removes it, and the StatefulSet starts a second driver beside the one that may still run on the
+// cut-off node (the hold of 6fcbae6 is skipped). Had the pod been held, the exit its driver makes
+// meanwhile would not be lost either.
+func TestForcedDeleteAfterAnEvictionIsHeld(t *testing.T) {
+	skipOpenDefect(t, defectGracefulThenForce)
+	h := runningCluster(t, nil, nil)
+	first := h.driver()
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.now = t0.Add(10 * time.Minute)
+	h.setNode("node-a", corev1.ConditionUnknown, h.now, unreachableTaints()...)
+	if err := h.c.Delete(h.ctx, first); err != nil { // the taint manager's eviction
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	h.reconcile()
+	if err := h.c.Delete(h.ctx, h.driver(), client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	h.reconcile()
+	if d := h.driver(); d == nil || d.UID != first.UID {
+		t.Fatalf("S-0 evicted, then force-deleted, was removed while its node is only cut off: the next incarnation may start beside its driver")
+	}
+}

@@ -112,16 +112,20 @@ func (w *mworld) stsCreate() mevent {
 		if prev := w.m.lastInc(); prev != nil && prev.OwnExit != nil && prev.OwnExitSeen && prev.OwnExitBeforeDelete {
 			p := w.placeholder()
 			_, counted := restartsOf(p)
+			lost := counted != prev.UID && (p == nil || !isTerminal(p.Status.Phase))
 			switch {
+			case (*prev.OwnExit == 0 || lost) && w.m.afterGracefulThenForce():
+				// Open: see TestForcedDeleteAfterAnEvictionIsHeld.
+				w.m.Known = defectGracefulThenForce
 			case *prev.OwnExit == 0:
 				w.m.Broken = fmt.Sprintf("%s: S-0 made again after incarnation #%d's driver exited 0", promiseNoRerun, len(w.m.Incs))
-			case counted != prev.UID && (p == nil || !isTerminal(p.Status.Phase)) && prev.Term != nil && prev.Term.Kind == termIdleStopped:
+			case lost && prev.Term != nil && prev.Term.Kind == termIdleStopped:
 				// Open: see TestIdleStopRestatesTheExit.
 				w.m.Known = defectIdleStopRestatesTheExit
-			case counted != prev.UID && (p == nil || !isTerminal(p.Status.Phase)) && prev.PodGC:
+			case lost && prev.PodGC:
 				// Open: see TestPodGCHidesTheExit.
 				w.m.Known = defectPodGCHidesTheExit
-			case counted != prev.UID && (p == nil || !isTerminal(p.Status.Phase)):
+			case lost:
 				w.m.Broken = fmt.Sprintf("%s: incarnation #%d's exit %d was never counted, and the next one is made", promiseExits, len(w.m.Incs), *prev.OwnExit)
 			}
 		}
@@ -321,6 +325,7 @@ func (w *mworld) userEvents() []mevent {
 		if !forceDeleted(d) {
 			out = append(out, mevent{name: "kubectl delete pod S-0 --force", kind: kindForce, apply: func(w *mworld) {
 				w.deletePod(w.h.driver(), true)
+				w.m.lastInc().ForcedByUser = true
 			}})
 		}
 	}
