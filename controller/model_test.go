@@ -24,11 +24,12 @@ import (
 // The model checker (issue 34, item 3). It explores breadth-first, up to a depth, every
 // interleaving of the events around one app: its kubelets (model_kubelet_test.go), its nodes,
 // the StatefulSet controller, the garbage collector, PodGC, users and driverset's own restarts
-// (model_sts_test.go). After each event the REAL Placeholder and Outcomes reconcilers run once on
-// the fake apiserver of the harness (its UID-precondition and graceful-delete interceptors and
-// its cacheView), unless driverset is down. In every state reached it checks driverset's four
-// promises (mviolation). States are pruned by a hash of what they hold (mworld.hash), so the
-// search is over distinct states; the shortest event sequence to a violation is printed.
+// (model_sts_test.go). After each event the REAL Placeholder and Outcomes reconcilers run on the
+// fake apiserver of the harness (its UID-precondition and graceful-delete interceptors and its
+// cacheView; model_world_test.go) until a pass writes nothing, unless driverset is down. In every
+// state reached it checks driverset's four promises (violations). States are pruned by a hash of
+// what they hold (hashOf), so the search is over distinct states; the shortest event sequence to
+// each way a promise broke is printed. docs/testing.md, "The model checker", says what it assumes.
 //
 // The world is two things: the apiserver's objects, and what the apiserver does not hold
 // (mstate): which machines are up, cut off or dead, and each incarnation's container and driver
@@ -47,7 +48,7 @@ const modelTicks = 3
 var modelNodes = []string{"node-a", "node-b"}
 
 // Kinds of events. A scenario explores some of them deeper than all of them could be in the same
-// time; the deep run (DRIVERSET_MODEL_DEPTH) explores every kind in every scenario.
+// time; the deep run (DRIVERSET_MODEL_DEPTH, make model) explores each scenario deeper.
 const (
 	kindContainer   = "container"    // the kubelet starts the driver, restarts wrap to idle, stops and removes a pod
 	kindExit        = "exit"         // the driver exits 0 or 1
@@ -176,8 +177,7 @@ func (n *mnode) trace() []string {
 }
 
 // mevent is one transition of the world. apply changes the world as that part of Kubernetes (or
-// a user) would; driverset then reconciles once if it runs (pass), unless the event is
-// driverset's own.
+// a user) would; driverset then reconciles if it runs (settle), unless the event is its own.
 type mevent struct {
 	name  string
 	kind  string // which part of the world it is (kindContainer…), for a scenario's alphabet
