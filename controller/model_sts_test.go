@@ -262,17 +262,7 @@ func (w *mworld) nodeEvents() []mevent {
 			}})
 		}
 		if machine != machineDead {
-			out = append(out, mevent{name: name + " dies", kind: kindNode, apply: func(w *mworld) {
-				w.m.Machines[name] = machineDead
-				for _, inc := range w.m.Incs {
-					if inc.Node == name {
-						if inc.Proc == procRunning {
-							inc.Proc = procEnded
-						}
-						inc.Ctr = ctrGone
-					}
-				}
-			}})
+			out = append(out, mevent{name: name + " dies", kind: kindNode, apply: func(w *mworld) { w.kill(name) }})
 		}
 		if machine != machineUp && n != nil && (nodeReady(n) == nil || nodeReady(n).Status == corev1.ConditionTrue) {
 			out = append(out, mevent{name: "node lifecycle controller: " + name + " Unknown, tainted unreachable", kind: kindNode, apply: func(w *mworld) {
@@ -297,6 +287,19 @@ func (w *mworld) nodeEvents() []mevent {
 		}
 	}
 	return out
+}
+
+// kill turns machine name off: every process on it ends.
+func (w *mworld) kill(name string) {
+	w.m.Machines[name] = machineDead
+	for _, inc := range w.m.Incs {
+		if inc.Node == name {
+			if inc.Proc == procRunning {
+				inc.Proc = procEnded
+			}
+			inc.Ctr = ctrGone
+		}
+	}
 }
 
 // setNode writes node name's Ready condition (since now, when it changes) and taints; a missing
@@ -363,6 +366,13 @@ func (w *mworld) driversetEvents() []mevent {
 			w.m.Ticks++
 			w.m.Seq = 0
 			w.h.now = w.m.now()
+			if w.cfg.fencedUnderneath {
+				for name, machine := range w.m.Machines {
+					if machine == machineCut {
+						w.kill(name)
+					}
+				}
+			}
 		}})
 	}
 	return out

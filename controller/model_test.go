@@ -75,6 +75,11 @@ type modelConfig struct {
 	// shallower: under DRIVERSET_MODEL_DEPTH=N, explored N-shallower deep (never less than depth):
 	// "everything" branches three times as much as a scenario.
 	shallower int
+	// fencedUnderneath: a machine cut off when time passes is fenced (turned off) first, as
+	// fence-after requires of its cluster (docs/design.md, Fencing: "use it only where that holds,
+	// or with real node fencing underneath"). Without it, fence-after's two drivers on a node that
+	// is only cut off are the documented trade-off, not a defect.
+	fencedUnderneath bool
 }
 
 func (c modelConfig) has(kind string) bool {
@@ -97,6 +102,9 @@ var modelConfigs = []modelConfig{
 		kinds: append([]string{kindFailedStart, kindNode, kindDelete, kindForce}, always...)},
 	{name: "failed starts, then node loss", depth: 7,
 		kinds: append([]string{kindFailedStart, kindNode, kindTime}, always...)},
+	{name: "fence-after 4m, over real fencing", annotations: map[string]string{contract.AnnotationFenceAfter: "4m"},
+		depth: 6, fencedUnderneath: true,
+		kinds: append([]string{kindFailedStart, kindNode, kindDelete, kindTime}, always...)},
 	{name: "the app deleted", depth: 5,
 		kinds: append([]string{kindApp, kindNode, kindDelete, kindForce, kindDriverset}, always...)},
 	{name: "everything", depth: 3, shallower: 3},
