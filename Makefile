@@ -144,6 +144,6 @@ help:
 MODEL_DEPTH ?= 7
 
 .PHONY: model
-## model: the controller's model checker, every scenario MODEL_DEPTH (default 7) events deep: states, depth and the shortest trace to any broken promise; 5 min on 2 shared cores, hours at 8
+## model: the controller's model checker, every scenario MODEL_DEPTH (default 7) events deep: states, depth and the shortest trace to any broken promise; 6 min on 2 shared cores, hours at 8
 model:
 	DRIVERSET_MODEL_DEPTH=$(MODEL_DEPTH) $(GO) test -count=1 -timeout 0 -v -run '^TestModel$$' ./controller/
