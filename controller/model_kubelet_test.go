@@ -236,8 +236,8 @@ func (w *mworld) kubeletEvents() []mevent {
 			out = append(out,
 				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": wrap runs the driver", kind: kindContainer, process: true, apply: func(w *mworld) {
 					inc := w.m.Incs[i]
-					if w.m.Ended && w.m.afterGracefulThenForce() {
-						w.m.Known = defectGracefulThenForce // open: see TestForcedDeleteAfterAnEvictionIsHeld
+					if w.m.Ended && w.m.afterEarlyLetGo() {
+						w.m.Known = defectLetGoWhileItMayRun // open: see TestForcedDeleteAfterAnEvictionIsHeld
 					} else if w.m.Ended {
 						w.m.Broken = promiseNoRerun + ": a driver started after the app's end was recorded"
 					}
@@ -307,8 +307,8 @@ func (inc *minc) stop(now time.Time) {
 		inc.Term = &mterm{Kind: termIdleStopped, Code: *inc.Last.code(), Started: inc.Started, Finished: now}
 	}
 	inc.Stopped, inc.Phase = true, corev1.PodFailed
-	if inc.Ctr == ctrIdle {
-		inc.Phase = corev1.PodSucceeded
+	if inc.Ctr == ctrIdle || inc.Ctr == ctrTerminated && inc.Term.Kind == termExit && inc.Term.Code == 0 {
+		inc.Phase = corev1.PodSucceeded // every container exited 0
 	}
 	if inc.Ctr != ctrWaiting || inc.Term != nil {
 		inc.Ctr = ctrTerminated

@@ -257,11 +257,11 @@ func letGoWhileItMayRun(pod *corev1.Pod) bool {
 	return cs == nil || cs.State.Terminated == nil
 }
 
-// afterGracefulThenForce reports whether an incarnation was let go while its driver could run and
-// then force-deleted by a user: what breaks a promise after it is the open defect
-// defectGracefulThenForce, not a new one.
-func (m *mstate) afterGracefulThenForce() bool {
-	return slices.ContainsFunc(m.Incs, func(inc *minc) bool { return inc.LetGoEarly && inc.ForcedByUser })
+// afterEarlyLetGo reports whether an incarnation was let go while its driver could still run and
+// then lost what it did next (its driver exited, or a user force-deleted its pod): what breaks a
+// promise after it is the open defect defectLetGoWhileItMayRun, not a new one.
+func (m *mstate) afterEarlyLetGo() bool {
+	return slices.ContainsFunc(m.Incs, func(inc *minc) bool { return inc.LetGoEarly && (inc.ForcedByUser || inc.OwnExit != nil) })
 }
 
 // Promises, numbered as in the README and the brief.
@@ -284,8 +284,8 @@ func (w *mworld) violations() []mviolation {
 			running = append(running, fmt.Sprintf("#%d on %s (%s)", i+1, inc.Node, w.m.Machines[inc.Node]))
 		}
 	}
-	if len(running) > 1 && w.m.afterGracefulThenForce() {
-		w.m.Known = defectGracefulThenForce // open: see TestForcedDeleteAfterAnEvictionIsHeld
+	if len(running) > 1 && w.m.afterEarlyLetGo() {
+		w.m.Known = defectLetGoWhileItMayRun // open: see TestForcedDeleteAfterAnEvictionIsHeld
 	} else if len(running) > 1 {
 		out = append(out, mviolation{promiseOneDriver, "driver processes running at once: " + strings.Join(running, ", ")})
 	}
