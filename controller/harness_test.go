@@ -293,6 +293,21 @@ func (h *cluster) stopped(name string) {
 	if pod.DeletionTimestamp == nil {
 		h.t.Fatalf("pod %s is not Terminating", name)
 	}
+	// As a v1.37 kubelet does before its final delete (status.canBeDeleted): the containers
+	// stopped (the driver by the deletion's SIGTERM, unless it had ended) and the phase terminal.
+	if !isTerminal(pod.Status.Phase) {
+		for i := range pod.Status.ContainerStatuses {
+			cs := &pod.Status.ContainerStatuses[i]
+			if cs.State.Terminated == nil {
+				cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					ExitCode: 143, Reason: "Error", FinishedAt: metav1.NewTime(h.now)}}
+			}
+		}
+		pod.Status.Phase = corev1.PodFailed
+		if err := h.c.Status().Update(h.ctx, &pod); err != nil {
+			h.t.Fatal(err)
+		}
+	}
 	controllerutil.RemoveFinalizer(&pod, kubeletFinalizer)
 	if err := h.c.Update(h.ctx, &pod); err != nil {
 		h.t.Fatal(err)

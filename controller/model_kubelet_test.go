@@ -80,10 +80,9 @@ type minc struct {
 	Phase    corev1.PodPhase
 	Stopped  bool // the kubelet stopped the pod for its deletion
 	PodGC    bool // PodGC marked the pod Failed (DisruptionTarget) and force-deleted it
-	// LetGoEarly: driverset let the deleted pod go while its driver could still run
-	// (letGoWhileItMayRun); ForcedByUser: a user force-deleted it.
-	LetGoEarly, ForcedByUser bool
-	Started                  time.Time
+	// ForcedByUser: a user force-deleted it.
+	ForcedByUser bool
+	Started      time.Time
 	// OwnExit is the code the driver exited with on its own (not stopped or killed): the outcome
 	// the app must be judged by. OwnExitSeen: the kubelet reported it to the apiserver.
 	// OwnExitBeforeDelete: the pod was not being deleted when the driver exited.
@@ -236,9 +235,7 @@ func (w *mworld) kubeletEvents() []mevent {
 			out = append(out,
 				mevent{name: "kubelet on " + inc.Node + " starts " + n + ": wrap runs the driver", kind: kindContainer, process: true, apply: func(w *mworld) {
 					inc := w.m.Incs[i]
-					if w.m.Ended && w.m.afterEarlyLetGo() {
-						w.m.Known = defectLetGoWhileItMayRun // open: see TestForcedDeleteAfterAnEvictionIsHeld
-					} else if w.m.Ended {
+					if w.m.Ended {
 						w.m.Broken = promiseNoRerun + ": a driver started after the app's end was recorded"
 					}
 					inc.restart(now)

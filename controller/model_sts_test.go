@@ -114,9 +114,6 @@ func (w *mworld) stsCreate() mevent {
 			_, counted := restartsOf(p)
 			lost := counted != prev.UID && (p == nil || !isTerminal(p.Status.Phase))
 			switch {
-			case (*prev.OwnExit == 0 || lost) && w.m.afterEarlyLetGo():
-				// Open: see TestForcedDeleteAfterAnEvictionIsHeld.
-				w.m.Known = defectLetGoWhileItMayRun
 			case *prev.OwnExit == 0:
 				w.m.Broken = fmt.Sprintf("%s: S-0 made again after incarnation #%d's driver exited 0", promiseNoRerun, len(w.m.Incs))
 			case lost && prev.Term != nil && prev.Term.Kind == termIdleStopped:

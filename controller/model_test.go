@@ -236,32 +236,6 @@ func (w *mworld) observe() {
 			w.m.Ended = true
 		}
 	}
-	if d := w.h.driver(); d != nil && letGoWhileItMayRun(d) {
-		for _, inc := range w.m.Incs {
-			if inc.UID == d.UID {
-				inc.LetGoEarly = true
-			}
-		}
-	}
-}
-
-// letGoWhileItMayRun reports whether driverset let deleted pod go (its outcome finalizer gone)
-// while its kubelet had reported neither the pod ended nor the driver stopped: the condition of
-// the open defect TestForcedDeleteAfterAnEvictionIsHeld.
-func letGoWhileItMayRun(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp == nil || slices.Contains(pod.Finalizers, contract.FinalizerOutcome) ||
-		pod.Spec.NodeName == "" || isTerminal(pod.Status.Phase) {
-		return false
-	}
-	cs := containerStatus(pod.Status, contract.DriverContainerName)
-	return cs == nil || cs.State.Terminated == nil
-}
-
-// afterEarlyLetGo reports whether an incarnation was let go while its driver could still run and
-// then lost what it did next (its driver exited, or a user force-deleted its pod): what breaks a
-// promise after it is the open defect defectLetGoWhileItMayRun, not a new one.
-func (m *mstate) afterEarlyLetGo() bool {
-	return slices.ContainsFunc(m.Incs, func(inc *minc) bool { return inc.LetGoEarly && (inc.ForcedByUser || inc.OwnExit != nil) })
 }
 
 // Promises, numbered as in the README and the brief.
@@ -284,9 +258,7 @@ func (w *mworld) violations() []mviolation {
 			running = append(running, fmt.Sprintf("#%d on %s (%s)", i+1, inc.Node, w.m.Machines[inc.Node]))
 		}
 	}
-	if len(running) > 1 && w.m.afterEarlyLetGo() {
-		w.m.Known = defectLetGoWhileItMayRun // open: see TestForcedDeleteAfterAnEvictionIsHeld
-	} else if len(running) > 1 {
+	if len(running) > 1 {
 		out = append(out, mviolation{promiseOneDriver, "driver processes running at once: " + strings.Join(running, ", ")})
 	}
 	if w.m.Broken != "" {

@@ -94,7 +94,7 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 	}
 	out := outcomeOf(pod, driverContainer(placeholder))
 	if !out.Exited && mayStillRun(pod, driverContainer(placeholder)) && !nodeDown {
-		return false, "force-deleted while its driver may still run on node " + pod.Spec.NodeName +
+		return false, "deleted while its driver may still run on node " + pod.Spec.NodeName +
 			": held until its kubelet reports it stopped or the node is proven down"
 	}
 	if !out.Exited {
@@ -103,20 +103,21 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 	return false, fmt.Sprintf("the driver's exit %d is not read yet", out.Code)
 }
 
-// mayStillRun reports whether pod was force-deleted (grace 0: the apiserver removes it as soon as
-// its finalizers are gone, without its kubelet) while its driver may still run: it was scheduled,
-// and its kubelet has reported neither the pod ended nor the driver container stopped. Letting
-// such a pod go would let the StatefulSet make the next incarnation beside a driver that still
-// runs, on a node that is only cut off (what `kubectl delete pod --force` does to a plain
-// StatefulSet pod, and what the finalizer can prevent). A graceful deletion needs no such care:
-// the pod stays Terminating until its kubelet confirms the stop, finalizer or not.
+// mayStillRun reports whether deleted pod's driver may still run: it was scheduled, and its
+// kubelet has reported neither the pod ended nor an end of the driver in it (an exit wrap
+// recorded, now or before the container was started again to idle: wrap runs the driver once per
+// pod; a start in which the driver never ran is no end, see notAnEnd). Letting such a pod
+// go would let whatever comes next remove it without its kubelet: `kubectl delete pod --force`
+// (what an admin does to a pod stuck Terminating) or PodGC, and the StatefulSet would make the
+// next incarnation beside a driver that still runs on a node that is only cut off. That holds for
+// a graceful deletion too (a taint eviction, a drain, kubectl delete): it stays Terminating only
+// while someone keeps it, and after the finalizer is gone nobody does. The model checker found
+// the graceful case (TestForcedDeleteAfterAnEvictionIsHeld); only the forced one was held before.
 func mayStillRun(pod *corev1.Pod, container string) bool {
-	forced := pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
-	if !forced || pod.Spec.NodeName == "" || isTerminal(pod.Status.Phase) {
+	if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" || isTerminal(pod.Status.Phase) {
 		return false
 	}
-	cs := containerStatus(pod.Status, container)
-	return cs == nil || cs.State.Terminated == nil
+	return !recordedExit(pod, container).Exited
 }
 
 // Reconcile lets go of one deleted driver pod when releasable says so, else looks again soon.

@@ -31,6 +31,15 @@ func TestReleasable(t *testing.T) {
 		p.DeletionTimestamp = &metav1.Time{Time: t0}
 		return p
 	}
+	// Deleted, and its kubelet stopped the driver for it: SIGTERM's 143 a second after the deletion.
+	killed := func() *corev1.Pod {
+		p := withDriverStatus(uid, corev1.ContainerStatus{State: corev1.ContainerState{
+			Terminated: terminated(143, wrap.TerminationMessage(143, ""), t0.Add(time.Second)),
+		}})
+		p.Finalizers = []string{contract.FinalizerOutcome}
+		p.DeletionTimestamp = &metav1.Time{Time: t0}
+		return p
+	}
 	app := func(edit func(*corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", Annotations: map[string]string{}}}
 		p.Spec.Containers = []corev1.Container{{Name: contract.DriverContainerName}}
@@ -84,7 +93,12 @@ func TestReleasable(t *testing.T) {
 		{name: "its app is gone", pod: exited(1), app: nil, release: true},
 		{name: "its app is being deleted", pod: exited(1), app: app(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }), release: true},
 		{name: "its app has ended", pod: exited(1), app: app(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), release: true},
-		{name: "stopped from outside, no exit of the driver's own: nothing to keep", pod: running(), app: app(nil), release: true},
+		{name: "stopped from outside, no exit of the driver's own: nothing to keep", pod: killed(), app: app(nil), release: true},
+		// A graceful deletion (a taint eviction, a drain, kubectl delete) on a node that is only
+		// cut off: let go, the next `kubectl delete --force` or PodGC would remove it at once
+		// (the model checker's third defect, TestForcedDeleteAfterAnEvictionIsHeld).
+		{name: "deleted gracefully while its driver may still run: kept until proof", pod: running(), app: app(nil), release: false},
+		{name: "deleted gracefully, its node proven down", pod: running(), app: app(nil), nodeDown: true, release: true},
 		{name: "a failure not counted yet: kept", pod: exited(1), app: app(nil), release: false},
 		{name: "a success not written yet: kept", pod: exited(0), app: app(nil), release: false},
 		{name: "a failure counted for this incarnation", pod: exited(1), app: app(counted), release: true},
