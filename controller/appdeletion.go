@@ -47,11 +47,38 @@ func (r *Placeholder) stopDeletedApp(ctx context.Context, p *corev1.Pod) (ctrl.R
 		return ctrl.Result{}, err
 	case ofStatefulSet(&driver, names.StatefulSet):
 		// Its deletion is the StatefulSet controller's (S at 0), its end the kubelet's or the
-		// proof's; the Outcomes reconciler lets it go then.
+		// proof's; the Outcomes reconciler lets it go then. A driver that opted into fencing is
+		// fenced on a lost node as while the app lived: without it, a deleted app whose node is
+		// only cut off would wait for an admin, its driver long stopped by wrap.
+		var admitted map[string]string
+		if sts.UID != "" {
+			admitted = rememberedSettings(&sts)
+		}
+		if err := r.fenceDeletedAppsDriver(ctx, p, &driver, admitted); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{RequeueAfter: outcomePoll}, nil
 	}
 	log.FromContext(ctx).Info("the deleted app's driver has stopped; letting its placeholder go", "placeholder", p.Namespace+"/"+p.Name)
 	return ctrl.Result{}, letGo(ctx, r.Client, p)
+}
+
+// fenceDeletedAppsDriver fences the driver of deleted app p when its node is lost and its fencing
+// (fence-after, self-fence, within the admin's bounds) says so, as trackLoss does while the app
+// lives; admitted are the settings S remembers (nil when S is gone).
+func (r *Placeholder) fenceDeletedAppsDriver(ctx context.Context, p, driver *corev1.Pod, admitted map[string]string) error {
+	if driver.Spec.NodeName == "" || !mayStillRun(driver, driverContainer(p)) {
+		return nil
+	}
+	settings, _ := effectiveSettings(p.Annotations, admitted, r.FenceAfter)
+	fenceAfter, _, _ := r.fencing(p, settings.FenceAfter)
+	live := map[string]*corev1.Node{}
+	loss, err := r.assessLoss(ctx, p, driver, fenceAfter, r.now(), live)
+	if err != nil || !loss.Fence {
+		return err
+	}
+	_, err = r.fence(ctx, p, driver, loss, fenceAfter, live)
+	return err
 }
 
 // ofStatefulSet reports whether pod is controlled by a StatefulSet named name (of any UID: one

@@ -120,6 +120,36 @@ func TestDeletedAppOnACutOffNodeIsHeldUntilProof(t *testing.T) {
 	}
 }
 
+// A deleted app whose driver opted into fencing is fenced on a lost node as while it lived: the
+// fence is the proof that nothing of it runs, so the app goes without an admin (real nodes:
+// TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff waited three minutes for its self-fencing
+// stream, whose deleted placeholder nothing would ever let go).
+func TestDeletedAppIsFencedAsWhileItLived(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationFenceAfter: "2m"}, nil)
+	lost := t0.Add(10 * time.Minute)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	h.setNode("node-a", corev1.ConditionUnknown, lost, unreachableTaints()...)
+	h.now = lost.Add(time.Minute)
+	h.deleteApp()
+	h.reconcile()
+	if err := h.c.Delete(h.ctx, h.driver()); err != nil { // the StatefulSet controller's
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if !h.driverPresent() || h.appGone() {
+		t.Fatalf("1 min into the loss (fence-after 2m): S-0 present %v, placeholder gone %v; want both kept", h.driverPresent(), h.appGone())
+	}
+	h.now = lost.Add(2*time.Minute + time.Second)
+	h.reconcile()
+	h.reconcile()
+	if h.driverPresent() || !h.appGone() {
+		t.Errorf("past fence-after: S-0 present %v, placeholder gone %v; want S-0 fenced and the app gone", h.driverPresent(), h.appGone())
+	}
+	if got := h.forcedDeletions(); len(got) != 1 {
+		t.Errorf("forced deletions %v, want the one fence of S-0", got)
+	}
+}
+
 // An app that has ended, or never got a driver pod, goes at once.
 func TestDeletedAppWithoutADriverGoesAtOnce(t *testing.T) {
 	h := newCluster(t, nil, nil)

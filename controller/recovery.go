@@ -89,24 +89,9 @@ func (r *Placeholder) trackLoss(ctx context.Context, p *corev1.Pod, driver *core
 			}
 		}
 		if loss.Fence {
-			r.dropExecutorsOf(ctx, p, driver, live)
-			// Let it go with the deletion, when releasable allows (no exit of its own to keep),
-			// rather than one reconcile of Outcomes later, which the recovery would wait for.
-			// Fencing it is the proof that its node runs nothing of it any more.
-			if release, _ := releasable(driver, p, r.now(), true); release {
-				if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
-					return lossStep{}, err
-				}
-			}
-			grace := int64(0)
-			uid := driver.UID
-			err := r.Client.Delete(ctx, driver, client.GracePeriodSeconds(grace), client.Preconditions{UID: &uid})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return lossStep{}, err
-			}
-			if err == nil {
-				r.forceDeleted(p, driver, loss, fenceAfter)
-				return lossStep{ForceDeleted: true}, nil
+			deleted, err := r.fence(ctx, p, driver, loss, fenceAfter, live)
+			if err != nil || deleted {
+				return lossStep{ForceDeleted: deleted}, err
 			}
 		}
 		return lossStep{Note: loss.Note, Requeue: loss.FenceIn}, nil
@@ -195,6 +180,32 @@ func (r *Placeholder) assessLoss(ctx context.Context, p, driver *corev1.Pod, fen
 	// The cache may be behind a node that came back, or a heartbeat that was renewed: decide
 	// again on the Node and the Lease as they are now.
 	return r.assessLive(ctx, p, driver, zone, fenceAfter, now, live)
+}
+
+// fence force-deletes driver, whose node is lost for good as far as fencing goes (loss.Fence:
+// the node proven down, fence-after passed, or the heartbeat silent for T + margin), with its
+// executors, and reports whether this call deleted it. It is the one place a driver is fenced:
+// while the app runs (trackLoss) and once it is deleted (stopDeletedApp).
+func (r *Placeholder) fence(ctx context.Context, p, driver *corev1.Pod, loss NodeLoss, fenceAfter time.Duration, live map[string]*corev1.Node) (bool, error) {
+	r.dropExecutorsOf(ctx, p, driver, live)
+	// Let it go with the deletion, when releasable allows (no exit of its own to keep), rather
+	// than one reconcile of Outcomes later, which the recovery would wait for. Fencing it is the
+	// proof that its node runs nothing of it any more.
+	if release, _ := releasable(driver, p, r.now(), true); release {
+		if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
+			return false, err
+		}
+	}
+	uid := driver.UID
+	err := r.Client.Delete(ctx, driver, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return false, err
+	}
+	if err != nil {
+		return false, nil
+	}
+	r.forceDeleted(p, driver, loss, fenceAfter)
+	return true, nil
 }
 
 // forceDeleted records why the driver pod was force-deleted: what proved its node down.
