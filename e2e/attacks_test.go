@@ -38,13 +38,18 @@ func tenant(t *testing.T, ns string) kubernetes.Interface {
 	// The apiserver's RBAC authorizer learns of the binding from its watch, a moment after the
 	// create (a tenant's first create was once refused "cannot create resource pods" under load).
 	waitFor(t, 30*time.Second, "the tenant's edit binding in force", func(ctx context.Context) (bool, error) {
-		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: "create", Resource: "pods"}},
-		}, metav1.CreateOptions{})
-		return err == nil && r.Status.Allowed, nil
+		return allowed(ctx, c, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "pods"}), nil
 	})
 	return c
+}
+
+// allowed reports whether c's user may do attrs, as the apiserver's authorizer answers now: a
+// binding just created is in force only once the authorizer's watch has brought it.
+func allowed(ctx context.Context, c kubernetes.Interface, attrs authorizationv1.ResourceAttributes) bool {
+	r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
+	}, metav1.CreateOptions{})
+	return err == nil && r.Status.Allowed
 }
 
 // Attack: a tenant deletes the placeholder with --cascade=orphan. The garbage collector then

@@ -65,17 +65,11 @@ func podClient(ctx context.Context, pod *corev1.Pod) (kubernetes.Interface, erro
 	}
 	// The apiserver's RBAC authorizer learns of the binding from its watch, a moment later.
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: pod.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}},
-		}, metav1.CreateOptions{})
-		if err == nil && r.Status.Allowed {
-			return c, nil
-		}
+	for !allowed(ctx, c, authorizationv1.ResourceAttributes{Namespace: pod.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("%s may not update Leases 30 s after its driverset-heartbeat binding: %v", user, err)
+			return nil, fmt.Errorf("%s may not update Leases 30 s after its driverset-heartbeat binding", user)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	return c, nil
 }
