@@ -77,7 +77,7 @@ func (r *Placeholder) fenceDeletedAppsDriver(ctx context.Context, p, driver *cor
 	if err != nil || !loss.Fence {
 		return err
 	}
-	_, err = r.fence(ctx, p, driver, loss, fenceAfter, live)
+	_, err = r.fence(ctx, p, driver, planFence(p, driver, loss, fenceAfter, r.now()), live)
 	return err
 }
 

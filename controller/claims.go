@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
 )
 
@@ -24,17 +22,11 @@ const claimPoll = 500 * time.Millisecond
 // (convert.KeepClaim). It returns why the StatefulSet must wait ("" when it need not): a claim
 // that does not exist yet, as the driver pod could not be scheduled without it either. Claims are
 // read live (never cached: driverset watches no claims) and changed with an optimistic lock.
-// names are p's as namesOf chose them: a legacy-named app's StatefulSet is found by its own name.
-func (r *Placeholder) keepClaims(ctx context.Context, p *corev1.Pod, names contract.Names) (string, error) {
+// It is called only while the StatefulSet of p's names does not exist (provision).
+func (r *Placeholder) keepClaims(ctx context.Context, p *corev1.Pod) (string, error) {
 	claims := convert.DriverClaims(p)
 	if len(claims) == 0 {
 		return "", nil
-	}
-	var sts appsv1.StatefulSet
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts)
-	if err == nil || !apierrors.IsNotFound(err) {
-		// S exists: a driver may have run, and its claims were kept before S was made.
-		return "", client.IgnoreNotFound(err)
 	}
 	for _, name := range claims {
 		var pvc corev1.PersistentVolumeClaim

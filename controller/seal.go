@@ -20,16 +20,24 @@ import (
 // one whose annotation was edited afterwards gets no driver. A StatefulSet P already controls was
 // built when P was sound (or before seals existed): it is kept, and nothing is built again.
 func (r *Placeholder) unsealed(ctx context.Context, p *corev1.Pod, names contract.Names) (string, error) {
-	err := r.Seal.Verify(p, p.CreationTimestamp.Time)
-	if err == nil {
+	if r.Seal.Verify(p, p.CreationTimestamp.Time) == nil {
 		return "", nil
 	}
 	var sts appsv1.StatefulSet
-	switch getErr := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); {
-	case getErr == nil && metav1.IsControlledBy(&sts, p):
-		return "", nil
-	case getErr != nil && client.IgnoreNotFound(getErr) != nil:
-		return "", getErr
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return "", err
+		}
+		return r.unsealedGiven(p, nil), nil
 	}
-	return fmt.Sprintf("driverset builds no driver from this pod: %v", err), nil
+	return r.unsealedGiven(p, &sts), nil
+}
+
+// unsealedGiven is unsealed's decision, given sts, the StatefulSet of P's name (nil: none).
+func (r *Placeholder) unsealedGiven(p *corev1.Pod, sts *appsv1.StatefulSet) string {
+	err := r.Seal.Verify(p, p.CreationTimestamp.Time)
+	if err == nil || sts != nil && metav1.IsControlledBy(sts, p) {
+		return ""
+	}
+	return fmt.Sprintf("driverset builds no driver from this pod: %v", err)
 }

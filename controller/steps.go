@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Step is one thing a pass does, as plan decides it: a write with its precondition, an Event or a
+// metric. apply (apply.go) runs them in order, each only once every write before it succeeded, so
+// an Event never tells of a write that failed and a crash between two writes leaves the first one
+// to be read by the next pass.
+type Step interface{ isStep() }
+
+// recordRestartStep counts a restart on P (its restart annotations, contract.AnnotationRestarts
+// and friends), under P's resourceVersion, before the incarnation is deleted: a crash between the
+// two never loses or doubles a count.
+type recordRestartStep struct {
+	Used, Total int
+	Incarnation types.UID
+}
+
+// deleteDriverStep deletes S-0, under the precondition of its UID (the incarnation decided on, not
+// whatever bears its name now); Force with a grace period of 0.
+type deleteDriverStep struct {
+	UID   types.UID
+	Force bool
+}
+
+// recordLossStep sets P's loss record (nil: clears it), under P's resourceVersion.
+type recordLossStep struct {
+	Record *lostRecord
+}
+
+// releaseDriverStep removes driverset's finalizer from the deleted S-0, under its resourceVersion
+// (letGo).
+type releaseDriverStep struct{}
+
+// fenceStep force-deletes S-0 on its lost node, under the precondition of its UID, after deleting
+// its executors and, with Release, letting its finalizer go. Then are the steps told once the
+// delete went through; the pass ends there (the pod's deletion brings the next one at once).
+type fenceStep struct {
+	UID     types.UID
+	Release bool
+	Then    []Step
+}
+
+// eventStep records an Event on P; Related, when not nil, is the object it is about.
+type eventStep struct {
+	Related            client.Object
+	Type, Reason, Note string
+}
+
+// countRestartStep, countFenceStep and countRecoveryStep are driverset's metrics of a restart, a
+// fence and a recovery (Metrics).
+type countRestartStep struct{}
+
+type countFenceStep struct{}
+
+type countRecoveryStep struct {
+	Cause string
+	Took  time.Duration
+}
+
+// clearStaleExecutorsStep deletes the stale executors of earlier incarnations and lifts S-0's
+// stale-executor gate once none is left. Still decided where it is applied (executors.go): the
+// note it returns replaces the Note of the writeStatusStep after it.
+type clearStaleExecutorsStep struct{}
+
+// writeStatusStep writes the status placeholderStatus gives View on P, when it changed, under P's
+// resourceVersion, and the Events of its transitions (statusEvents).
+type writeStatusStep struct {
+	View View
+}
+
+// scaleToZeroStep scales S to 0, which deletes S-0: only after P's final status is written, since a
+// pod being deleted has no outcome.
+type scaleToZeroStep struct{}
+
+func (recordRestartStep) isStep()       {}
+func (deleteDriverStep) isStep()        {}
+func (recordLossStep) isStep()          {}
+func (releaseDriverStep) isStep()       {}
+func (fenceStep) isStep()               {}
+func (eventStep) isStep()               {}
+func (countRestartStep) isStep()        {}
+func (countFenceStep) isStep()          {}
+func (countRecoveryStep) isStep()       {}
+func (clearStaleExecutorsStep) isStep() {}
+func (writeStatusStep) isStep()         {}
+func (scaleToZeroStep) isStep()         {}
