@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // The apply phase: the writes a plan decided, each under its precondition (the UID of the
@@ -48,6 +49,9 @@ func (r *Placeholder) apply(ctx context.Context, s *Snapshot, steps []Step) (end
 				v.Note = *executorsNote
 			}
 			err = r.writeStatus(ctx, p, v)
+		case releasePlaceholderStep:
+			log.FromContext(ctx).Info("the deleted app's driver has stopped; letting its placeholder go", "placeholder", p.Namespace+"/"+p.Name)
+			err = letGo(ctx, r.Client, p)
 		case scaleToZeroStep:
 			err = r.scaleToZero(ctx, s.StatefulSet.Value)
 		default:

@@ -87,10 +87,17 @@ func (r *Placeholder) observeDriver(ctx context.Context, s *Snapshot) error {
 		s.MissingDriver = reading(why, FromAPIServer, r.now())
 		return err
 	}
-	if driver.Spec.NodeName == "" {
+	return r.observeNode(ctx, s)
+}
+
+// observeNode reads the Node S-0 is bound to from the cache (Skipped while it is not bound).
+func (r *Placeholder) observeNode(ctx context.Context, s *Snapshot) error {
+	driver := s.Driver.Value
+	if driver == nil || driver.Spec.NodeName == "" {
 		s.Node = reading[*corev1.Node](nil, Skipped, r.now())
 		return nil
 	}
+	var err error
 	s.Node, err = getCached(ctx, r, &corev1.Node{}, "", driver.Spec.NodeName)
 	return err
 }
@@ -173,4 +180,43 @@ func (r *Placeholder) observeHeartbeat(ctx context.Context, s *Snapshot, live bo
 func nodeReadyTrue(node *corev1.Node) bool {
 	c := nodeReady(node)
 	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// observeDeletedApp reads, for a deleted placeholder, its names and the StatefulSet of its name from
+// the apiserver: letting P go on a stale "gone" would let the app be submitted again beside its
+// driver.
+func (r *Placeholder) observeDeletedApp(ctx context.Context, s *Snapshot) error {
+	p := s.Placeholder.Value
+	names, err := r.namesOf(ctx, p)
+	if err != nil {
+		return err
+	}
+	s.Names = names
+	s.StatefulSet, err = getLive(ctx, r, &appsv1.StatefulSet{}, p.Namespace, names.StatefulSet)
+	return err
+}
+
+// observeDeletedAppsDriver reads the deleted app's S-0 from the apiserver, kept when a StatefulSet
+// of the app's name (of any UID: one deleted and made again is still the app's) controls it, and
+// its Node from the cache.
+func (r *Placeholder) observeDeletedAppsDriver(ctx context.Context, s *Snapshot) error {
+	d, err := getLive(ctx, r, &corev1.Pod{}, s.Placeholder.Value.Namespace, s.Names.DriverPodName())
+	if err != nil {
+		return err
+	}
+	if d.Value != nil && !ofStatefulSet(d.Value, s.Names.StatefulSet) {
+		d.Value = nil
+	}
+	s.Driver = d
+	return r.observeNode(ctx, s)
+}
+
+// getLive reads the object ns/name into obj from the apiserver: a nil value when it does not exist.
+func getLive[T client.Object](ctx context.Context, r *Placeholder, obj T, ns, name string) (Read[T], error) {
+	at := r.now()
+	if err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		var none T
+		return reading(none, FromAPIServer, at), client.IgnoreNotFound(err)
+	}
+	return reading(obj, FromAPIServer, at), nil
 }

@@ -65,7 +65,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	p := s.Placeholder.Value
 	if convert.IsPlaceholder(p) && heldAsDeletedApp(p) {
-		return r.stopDeletedApp(ctx, p)
+		return r.stopDeletedApp(ctx, s)
 	}
 	if !convert.IsPlaceholder(p) || p.DeletionTimestamp != nil {
 		// Deleting P deletes S, H, Spark's ConfigMap and Service through their ownerReferences.
@@ -77,7 +77,7 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err := r.observeDriver(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	pl, err := r.plan(ctx, s)
+	pl, err := r.planWith(ctx, s, plan)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -91,11 +91,11 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // cache, then the driver's Node and heartbeat from the apiserver before a fence.
 const maxPlanRounds = 3
 
-// plan plans the pass over s, taking the readings plan asks for first.
-func (r *Placeholder) plan(ctx context.Context, s *Snapshot) (Plan, error) {
+// planWith plans the pass over s with planner, taking the readings it asks for first.
+func (r *Placeholder) planWith(ctx context.Context, s *Snapshot, planner func(*Snapshot, Config, time.Time) Plan) (Plan, error) {
 	cfg := r.config()
 	for range maxPlanRounds {
-		pl := plan(s, cfg, r.now())
+		pl := planner(s, cfg, r.now())
 		if len(pl.Need) == 0 {
 			return pl, nil
 		}

@@ -40,13 +40,9 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 		// out or fence, and the kubelet's reason is the cause.
 		cause, since = kubeletCause, kubeletSince
 	} else if driver != nil {
-		if !s.Zone.Taken() || !s.Heartbeat.Taken() {
-			return lossPlan{Need: []Need{NeedLossInputs}}
-		}
-		loss = assessNode(driver, s.Node.Value, s.Zone.Value, fenceAfter, s.Heartbeat.Value, now)
-		if loss.Fence && s.Node.From != FromAPIServer {
-			// The cache may be behind a node that came back, or a heartbeat that was renewed.
-			return lossPlan{Need: []Need{NeedLive}}
+		var need []Need
+		if loss, need = assessed(s, fenceAfter, now); len(need) > 0 {
+			return lossPlan{Need: need}
 		}
 	}
 	switch {
@@ -102,6 +98,20 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 		}}
 	}
 	return lossPlan{}
+}
+
+// assessed is assessNode on the readings of s, or the readings it needs first: the zone and the
+// heartbeat, and, when the cache says fence, the Node and heartbeat from the apiserver (the cache
+// may be behind a node that came back, or a heartbeat that was renewed).
+func assessed(s *Snapshot, fenceAfter time.Duration, now time.Time) (NodeLoss, []Need) {
+	if !s.Zone.Taken() || !s.Heartbeat.Taken() {
+		return NodeLoss{}, []Need{NeedLossInputs}
+	}
+	loss := assessNode(s.Driver.Value, s.Node.Value, s.Zone.Value, fenceAfter, s.Heartbeat.Value, now)
+	if loss.Fence && s.Node.From != FromAPIServer {
+		return NodeLoss{}, []Need{NeedLive}
+	}
+	return loss, nil
 }
 
 // kubeletStop records the loss of a driver its kubelet stopped and, when that pod is already

@@ -78,6 +78,10 @@ type writeStatusStep struct {
 // pod being deleted has no outcome.
 type scaleToZeroStep struct{}
 
+// releasePlaceholderStep lets the deleted P go (letGo): its driver has stopped.
+type releasePlaceholderStep struct{}
+
+func (releasePlaceholderStep) isStep()  {}
 func (recordRestartStep) isStep()       {}
 func (deleteDriverStep) isStep()        {}
 func (recordLossStep) isStep()          {}
