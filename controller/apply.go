@@ -49,6 +49,8 @@ func (r *Placeholder) apply(ctx context.Context, s *Snapshot, steps []Step) (end
 				v.Note = *executorsNote
 			}
 			err = r.writeStatus(ctx, p, v)
+		case keepClaimStep:
+			err = r.keepClaim(ctx, st)
 		case releasePlaceholderStep:
 			log.FromContext(ctx).Info("the deleted app's driver has stopped; letting its placeholder go", "placeholder", p.Namespace+"/"+p.Name)
 			err = letGo(ctx, r.Client, p)

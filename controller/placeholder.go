@@ -123,11 +123,18 @@ func (r *Placeholder) provision(ctx context.Context, s *Snapshot) (res ctrl.Resu
 	if !isTerminal(p.Status.Phase) && s.StatefulSet.Value == nil {
 		// A finished app runs no driver again: its claims need no keeping. Once S exists, a driver
 		// may have run, and its claims were kept before S was made.
-		if waiting, err := r.keepClaims(ctx, p); err != nil || waiting != "" {
+		if err := r.observeClaims(ctx, s); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		steps, waiting := planClaims(p, s.Claims.Value)
+		if waiting != "" {
+			steps = append(steps, writeStatusStep{View: View{Container: container, Blocked: waiting}})
+		}
+		if _, err := r.apply(ctx, s, steps); err != nil || waiting != "" {
 			if err != nil {
 				return ctrl.Result{}, true, err
 			}
-			return ctrl.Result{RequeueAfter: claimPoll}, true, r.writeStatus(ctx, p, View{Container: container, Blocked: waiting})
+			return ctrl.Result{RequeueAfter: claimPoll}, true, nil
 		}
 	}
 	sts, err := r.ensure(ctx, s)

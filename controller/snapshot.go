@@ -59,6 +59,8 @@ type Snapshot struct {
 	// MissingDriver is why the StatefulSet has not made S-0 (its latest FailedCreate Event, read
 	// live), while S-0 is missing past missingDriverGrace; "" when none is known.
 	MissingDriver Read[string]
+	// Claims are the claims the driver mounts, read live while S does not exist yet (provision).
+	Claims Read[[]driverClaim]
 	// LiveNodes are the Nodes read from the apiserver in this pass (nil value: NotFound), so that a
 	// pass reads a Node live once, whichever of its steps needs it.
 	LiveNodes map[string]*corev1.Node

@@ -3,6 +3,7 @@ package controller
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -77,6 +78,14 @@ type writeStatusStep struct {
 // scaleToZeroStep scales S to 0, which deletes S-0: only after P's final status is written, since a
 // pod being deleted has no outcome.
 type scaleToZeroStep struct{}
+
+// keepClaimStep writes After, a claim of the driver's taken out of Spark's clean stop, as a patch
+// from Before, under the resourceVersion Before was read at.
+type keepClaimStep struct {
+	Before, After *corev1.PersistentVolumeClaim
+}
+
+func (keepClaimStep) isStep() {}
 
 // releasePlaceholderStep lets the deleted P go (letGo): its driver has stopped.
 type releasePlaceholderStep struct{}
