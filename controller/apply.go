@@ -20,7 +20,7 @@ import (
 // here would be one request per driver before the last one's force-delete).
 func (r *Placeholder) apply(ctx context.Context, s *Snapshot, steps []Step) (ended bool, err error) {
 	p, driver := s.Placeholder.Value, s.Driver.Value
-	// The stale-executor gate is still decided where it is applied: its note is the status's.
+	// What lifting the gate found on the apiserver, or in S-0's change, is the status's note.
 	var executorsNote *string
 	for _, st := range steps {
 		switch st := st.(type) {
@@ -36,12 +36,14 @@ func (r *Placeholder) apply(ctx context.Context, s *Snapshot, steps []Step) (end
 			}
 		case fenceStep:
 			var deleted bool
-			if deleted, err = r.fence(ctx, p, driver, st, s.LiveNodes); err == nil && deleted {
+			if deleted, err = r.fence(ctx, s, st); err == nil && deleted {
 				return true, nil
 			}
-		case clearStaleExecutorsStep:
+		case deleteExecutorStep:
+			err = r.deleteExecutor(ctx, st)
+		case liftGateStep:
 			var note string
-			note, err = r.clearStaleExecutors(ctx, p, driver)
+			note, err = r.liftGate(ctx, p, driver, st)
 			executorsNote = &note
 		case writeStatusStep:
 			v := st.View
@@ -116,10 +118,11 @@ func (r *Placeholder) recordLoss(ctx context.Context, p *corev1.Pod, rec *lostRe
 	return r.Client.Patch(ctx, p, patch)
 }
 
-// fence force-deletes driver as st says, with its executors, and reports whether this call deleted
-// it; then it tells why (st.Then). live holds the Nodes read from the apiserver in this pass.
-func (r *Placeholder) fence(ctx context.Context, p, driver *corev1.Pod, st fenceStep, live map[string]*corev1.Node) (bool, error) {
-	r.dropExecutorsOf(ctx, p, driver, live)
+// fence force-deletes S-0 as st says, with its executors, and reports whether this call deleted
+// it; then it tells why (st.Then).
+func (r *Placeholder) fence(ctx context.Context, s *Snapshot, st fenceStep) (bool, error) {
+	p, driver := s.Placeholder.Value, s.Driver.Value
+	r.dropExecutorsOf(ctx, s)
 	if st.Release {
 		if err := letGo(ctx, r.Client, driver); err != nil && !apierrors.IsConflict(err) {
 			return false, err

@@ -110,6 +110,11 @@ const (
 	NeedLossInputs Need = iota + 1
 	// NeedLive: the driver's Node and heartbeat from the apiserver, before a fence.
 	NeedLive
+	// NeedExecutors: the stale executors of earlier incarnations, and their Nodes, from the cache.
+	NeedExecutors
+	// NeedExecutorNodesLive: the Nodes of those executors the cache says are proven down, from
+	// the apiserver, before they are force-deleted.
+	NeedExecutorNodesLive
 )
 
 // observeNeeds takes the readings plan asked for.
@@ -121,6 +126,11 @@ func (r *Placeholder) observeNeeds(ctx context.Context, s *Snapshot, fenceAfter 
 			err = r.observeLossInputs(ctx, s, fenceAfter)
 		case NeedLive:
 			err = r.observeLive(ctx, s)
+		case NeedExecutors:
+			p, driver := s.Placeholder.Value, s.Driver.Value
+			err = r.observeExecutors(ctx, s, func(e *corev1.Pod) bool { return stale(e, p, driver) })
+		case NeedExecutorNodesLive:
+			err = r.observeExecutorNodesLive(ctx, s)
 		default:
 			err = fmt.Errorf("plan needs %d, which observe does not read", n)
 		}

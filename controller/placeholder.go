@@ -88,8 +88,9 @@ func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 // maxPlanRounds bounds how often plan may ask for readings in one pass: the loss inputs from the
-// cache, then the driver's Node and heartbeat from the apiserver before a fence.
-const maxPlanRounds = 3
+// cache, the driver's Node and heartbeat from the apiserver before a fence, the stale executors,
+// their Nodes from the apiserver, and one round that needs nothing.
+const maxPlanRounds = 5
 
 // planWith plans the pass over s with planner, taking the readings it asks for first.
 func (r *Placeholder) planWith(ctx context.Context, s *Snapshot, planner func(*Snapshot, Config, time.Time) Plan) (Plan, error) {

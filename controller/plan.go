@@ -78,7 +78,12 @@ func plan(s *Snapshot, cfg Config, now time.Time) Plan {
 		pl.Steps = append(pl.Steps, loss.Steps...)
 		view.Note, view.Recovered, pl.Requeue = loss.Note, loss.Recovered, loss.Requeue
 		if driver != nil && convert.HasGate(&driver.Spec, contract.GateStaleExecutors) {
-			pl.Steps = append(pl.Steps, clearStaleExecutorsStep{})
+			gate := planStaleExecutors(s)
+			if len(gate.Need) > 0 {
+				return Plan{Need: gate.Need, Settings: settings}
+			}
+			pl.Steps = append(pl.Steps, gate.Steps...)
+			view.Note = gate.Note
 			// An executor's deletion brings a look at once; this is for one that is not deleted.
 			pl.Requeue = waitRequeue(now.Sub(driver.CreationTimestamp.Time))
 		}

@@ -75,8 +75,10 @@ func TestPlan(t *testing.T) {
 		{name: "S-0 missing: why is the status's, looked at again after the grace",
 			s: snapshot(nil, nil, nil, "", false), steps: []string{"writeStatusStep"}, requeue: missingDriverGrace,
 			view: func(v View) string { return want(strings.Contains(v.Blocked, "quota"), "blocked by the quota") }},
-		{name: "a driver held for stale executors: they go before the status, looked at again by its age",
-			s: snapshot(nil, gated, nil, Skipped, true), steps: []string{"clearStaleExecutorsStep", "writeStatusStep"}, requeue: 5 * time.Second},
+		{name: "a driver held for stale executors not listed yet: asks for them",
+			s: snapshot(nil, gated, nil, Skipped, true), need: []Need{NeedExecutors}},
+		{name: "a driver held for stale executors, none left: the gate lifted before the status, looked at again by its age",
+			s: withExecutors(snapshot(nil, gated, nil, Skipped, true)), steps: []string{"liftGateStep", "writeStatusStep"}, requeue: 5 * time.Second},
 		{name: "a lost node fenced on the cache: asks for the apiserver's Node",
 			s: snapshot(map[string]string{contract.AnnotationFenceAfter: "1m"}, planDriver("inc-1", runningStatus(t0)), lost, FromCache, true), need: []Need{NeedLive}},
 		{name: "a lost node fenced on the apiserver's Node: recorded, told, fenced, and the status only if the fence did not go through",
@@ -128,4 +130,10 @@ func want(ok bool, what string) string {
 		return ""
 	}
 	return "want " + what
+}
+
+// withExecutors is s with its executors listed: none.
+func withExecutors(s *Snapshot) *Snapshot {
+	s.Executors = reading([]corev1.Pod(nil), FromCache, s.Placeholder.At)
+	return s
 }

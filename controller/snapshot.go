@@ -59,6 +59,10 @@ type Snapshot struct {
 	// MissingDriver is why the StatefulSet has not made S-0 (its latest FailedCreate Event, read
 	// live), while S-0 is missing past missingDriverGrace; "" when none is known.
 	MissingDriver Read[string]
+	// Executors are the executors of S-0's app that a step is about (the stale ones, for the
+	// gate; all of the app's, for a fence), and ExecutorNodes their Nodes from the cache.
+	Executors     Read[[]corev1.Pod]
+	ExecutorNodes map[string]Read[*corev1.Node]
 	// Claims are the claims the driver mounts, read live while S does not exist yet (provision).
 	Claims Read[[]driverClaim]
 	// LiveNodes are the Nodes read from the apiserver in this pass (nil value: NotFound), so that a

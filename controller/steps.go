@@ -64,10 +64,19 @@ type countRecoveryStep struct {
 	Took  time.Duration
 }
 
-// clearStaleExecutorsStep deletes the stale executors of earlier incarnations and lifts S-0's
-// stale-executor gate once none is left. Still decided where it is applied (executors.go): the
-// note it returns replaces the Note of the writeStatusStep after it.
-type clearStaleExecutorsStep struct{}
+// deleteExecutorStep deletes executor Pod, under the precondition of its UID; Force with a grace
+// period of 0.
+type deleteExecutorStep struct {
+	Pod   *corev1.Pod
+	Force bool
+}
+
+// liftGateStep lifts S-0's stale-executor gate, under S-0's resourceVersion. With UnlessStaleLive,
+// only when the apiserver lists no stale executor (the cache may still show force-deleted ones);
+// else, or when S-0 changed, the note it returns replaces the Note of the writeStatusStep after it.
+type liftGateStep struct {
+	UnlessStaleLive bool
+}
 
 // writeStatusStep writes the status placeholderStatus gives View on P, when it changed, under P's
 // resourceVersion, and the Events of its transitions (statusEvents).
@@ -90,16 +99,17 @@ func (keepClaimStep) isStep() {}
 // releasePlaceholderStep lets the deleted P go (letGo): its driver has stopped.
 type releasePlaceholderStep struct{}
 
-func (releasePlaceholderStep) isStep()  {}
-func (recordRestartStep) isStep()       {}
-func (deleteDriverStep) isStep()        {}
-func (recordLossStep) isStep()          {}
-func (releaseDriverStep) isStep()       {}
-func (fenceStep) isStep()               {}
-func (eventStep) isStep()               {}
-func (countRestartStep) isStep()        {}
-func (countFenceStep) isStep()          {}
-func (countRecoveryStep) isStep()       {}
-func (clearStaleExecutorsStep) isStep() {}
-func (writeStatusStep) isStep()         {}
-func (scaleToZeroStep) isStep()         {}
+func (releasePlaceholderStep) isStep() {}
+func (recordRestartStep) isStep()      {}
+func (deleteDriverStep) isStep()       {}
+func (recordLossStep) isStep()         {}
+func (releaseDriverStep) isStep()      {}
+func (fenceStep) isStep()              {}
+func (eventStep) isStep()              {}
+func (countRestartStep) isStep()       {}
+func (countFenceStep) isStep()         {}
+func (countRecoveryStep) isStep()      {}
+func (deleteExecutorStep) isStep()     {}
+func (liftGateStep) isStep()           {}
+func (writeStatusStep) isStep()        {}
+func (scaleToZeroStep) isStep()        {}
