@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,7 +53,13 @@ func (r *Placeholder) apply(ctx context.Context, s *Snapshot, steps []Step) (end
 			}
 			err = r.writeStatus(ctx, p, v)
 		case keepClaimStep:
-			err = r.keepClaim(ctx, st)
+			if err = r.keepClaim(ctx, st); err == nil {
+				s.keptClaim(st.After)
+			}
+		case ensureStep:
+			err = r.ensureStepApplied(ctx, s)
+		case setReplicasStep:
+			err = r.setReplicas(ctx, p, s.StatefulSet.Value, st)
 		case releasePlaceholderStep:
 			log.FromContext(ctx).Info("the deleted app's driver has stopped; letting its placeholder go", "placeholder", p.Namespace+"/"+p.Name)
 			err = letGo(ctx, r.Client, p)
@@ -159,6 +166,21 @@ func (r *Placeholder) writeStatus(ctx context.Context, p *corev1.Pod, v View) er
 	}
 	for _, e := range statusEvents(old, want, v) {
 		r.tell(p, e)
+	}
+	return nil
+}
+
+// setReplicas sets sts's replicas as st says, under its resourceVersion; one gone is no error, and
+// nothing is told of it.
+func (r *Placeholder) setReplicas(ctx context.Context, p *corev1.Pod, sts *appsv1.StatefulSet, st setReplicasStep) error {
+	patch := client.MergeFromWithOptions(sts.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	replicas := st.Replicas
+	sts.Spec.Replicas = &replicas
+	if err := r.Client.Patch(ctx, sts, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, then := range st.Then {
+		r.tell(p, then)
 	}
 	return nil
 }

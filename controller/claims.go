@@ -78,3 +78,13 @@ func (r *Placeholder) keepClaim(ctx context.Context, st keepClaimStep) error {
 	}
 	return nil
 }
+
+// keptClaim records in s that claim was written as kept: a plan made again in this pass does not
+// keep it twice.
+func (s *Snapshot) keptClaim(claim *corev1.PersistentVolumeClaim) {
+	for i := range s.Claims.Value {
+		if s.Claims.Value[i].Name == claim.Name {
+			s.Claims.Value[i].PVC = claim
+		}
+	}
+}

@@ -110,6 +110,10 @@ const (
 	NeedLossInputs Need = iota + 1
 	// NeedLive: the driver's Node and heartbeat from the apiserver, before a fence.
 	NeedLive
+	// NeedClaims: the claims the driver mounts, from the apiserver.
+	NeedClaims
+	// NeedLivePlaceholder: P from the apiserver, before S is scaled up from 0.
+	NeedLivePlaceholder
 	// NeedExecutors: the stale executors of earlier incarnations, and their Nodes, from the cache.
 	NeedExecutors
 	// NeedExecutorNodesLive: the Nodes of those executors the cache says are proven down, from
@@ -126,6 +130,11 @@ func (r *Placeholder) observeNeeds(ctx context.Context, s *Snapshot, fenceAfter 
 			err = r.observeLossInputs(ctx, s, fenceAfter)
 		case NeedLive:
 			err = r.observeLive(ctx, s)
+		case NeedClaims:
+			err = r.observeClaims(ctx, s)
+		case NeedLivePlaceholder:
+			p := s.Placeholder.Value
+			s.LivePlaceholder, err = getLive(ctx, r, &corev1.Pod{}, p.Namespace, p.Name)
 		case NeedExecutors:
 			p, driver := s.Placeholder.Value, s.Driver.Value
 			err = r.observeExecutors(ctx, s, func(e *corev1.Pod) bool { return stale(e, p, driver) })

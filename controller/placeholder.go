@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"golang.org/x/sync/singleflight"
 
@@ -105,60 +104,6 @@ func (r *Placeholder) planWith(ctx context.Context, s *Snapshot, planner func(*S
 		}
 	}
 	return Plan{}, fmt.Errorf("placeholder %s/%s: plan still needs readings after %d rounds", s.Placeholder.Value.Namespace, s.Placeholder.Value.Name, maxPlanRounds)
-}
-
-// provision is a pass's work before the driver can exist, reads and writes in turn (not yet split
-// into plan and apply): refuse a placeholder driverset did not seal, keep the driver's claims, make
-// H and S, and hold S at the replicas P's phase asks for. done: the pass ends here, with res.
-func (r *Placeholder) provision(ctx context.Context, s *Snapshot) (res ctrl.Result, done bool, err error) {
-	logger := log.FromContext(ctx)
-	p := s.Placeholder.Value
-	container := driverContainer(p)
-	if reason := r.unsealedGiven(p, s.StatefulSet.Value); reason != "" {
-		if isTerminal(p.Status.Phase) {
-			return ctrl.Result{}, true, nil
-		}
-		logger.Info("not a placeholder driverset made", "reason", reason)
-		return ctrl.Result{}, true, r.writeStatus(ctx, p, View{Container: container, Blocked: reason})
-	}
-	if !isTerminal(p.Status.Phase) && s.StatefulSet.Value == nil {
-		// A finished app runs no driver again: its claims need no keeping. Once S exists, a driver
-		// may have run, and its claims were kept before S was made.
-		if err := r.observeClaims(ctx, s); err != nil {
-			return ctrl.Result{}, true, err
-		}
-		steps, waiting := planClaims(p, s.Claims.Value)
-		if waiting != "" {
-			steps = append(steps, writeStatusStep{View: View{Container: container, Blocked: waiting}})
-		}
-		if _, err := r.apply(ctx, s, steps); err != nil || waiting != "" {
-			if err != nil {
-				return ctrl.Result{}, true, err
-			}
-			return ctrl.Result{RequeueAfter: claimPoll}, true, nil
-		}
-	}
-	sts, err := r.ensure(ctx, s)
-	var refused *refusedError
-	if errors.As(err, &refused) {
-		logger.Info("create refused", "error", err.Error())
-		if isTerminal(p.Status.Phase) {
-			return ctrl.Result{}, true, nil
-		}
-		used, _ := restartsOf(p)
-		return ctrl.Result{RequeueAfter: retryRefused}, true, r.writeStatus(ctx, p, View{Container: container, Restarts: used, TotalRestarts: totalRestartsOf(p), Blocked: refused.Error()})
-	}
-	if err != nil {
-		return ctrl.Result{}, true, err
-	}
-	if sts == nil {
-		// The name is taken: looked at less often the longer that lasts.
-		return ctrl.Result{RequeueAfter: waitRequeue(r.now().Sub(p.CreationTimestamp.Time))}, true, nil
-	}
-	if isTerminal(p.Status.Phase) {
-		return ctrl.Result{}, true, r.scaleToZero(ctx, sts)
-	}
-	return ctrl.Result{}, false, r.correctReplicas(ctx, p, sts)
 }
 
 // ensure creates H and S for P when they do not exist and returns S, also kept in s. It returns
@@ -292,38 +237,6 @@ func (r *Placeholder) scaleToZero(ctx context.Context, sts *appsv1.StatefulSet) 
 	zero := int32(0)
 	sts.Spec.Replicas = &zero
 	return client.IgnoreNotFound(r.Client.Patch(ctx, sts, patch))
-}
-
-// correctReplicas sets S back to replicasFor(P) (1: P is not terminal here) when someone scaled
-// it: 2 makes S-1, a second driver with the same app id; 0 leaves the app Running forever. Scaling
-// up from 0 is done only once the apiserver confirms P has not ended: S is scaled to 0 right after
-// P's final status is written, and the cache may not show that status yet.
-func (r *Placeholder) correctReplicas(ctx context.Context, p *corev1.Pod, sts *appsv1.StatefulSet) error {
-	want := replicasFor(p)
-	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == want {
-		return nil
-	}
-	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
-		var live corev1.Pod
-		if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if live.UID != p.UID || replicasFor(&live) != want {
-			return nil
-		}
-	}
-	had := "unset"
-	if sts.Spec.Replicas != nil {
-		had = strconv.Itoa(int(*sts.Spec.Replicas))
-	}
-	patch := client.MergeFromWithOptions(sts.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	sts.Spec.Replicas = &want
-	if err := r.Client.Patch(ctx, sts, patch); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	r.event(p, sts, corev1.EventTypeWarning, "ReplicasCorrected",
-		"StatefulSet %s was scaled to %s replicas; set back to %d: driverset runs exactly one driver while the app runs", sts.Name, had, want)
-	return nil
 }
 
 // event records an Event on P; related, when not nil, is the object the decision was about.

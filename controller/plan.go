@@ -8,6 +8,7 @@ import (
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/seal"
 )
 
 // The plan phase: what a pass of the placeholder reconciler does about a running app, decided from
@@ -20,10 +21,12 @@ type Config struct {
 	Budget     Budget
 	FenceAfter time.Duration
 	Bounds     Bounds
+	// Seal checks that P is a placeholder driverset's webhook made (unsealedBy).
+	Seal seal.Sealer
 }
 
 func (r *Placeholder) config() Config {
-	return Config{Budget: r.Budget, FenceAfter: r.FenceAfter, Bounds: r.Bounds}
+	return Config{Budget: r.Budget, FenceAfter: r.FenceAfter, Bounds: r.Bounds, Seal: r.Seal}
 }
 
 // Plan is what plan decided for one pass.
@@ -36,6 +39,10 @@ type Plan struct {
 	Steps []Step
 	// Requeue is when to look again once the steps are applied (0: on the next event only).
 	Requeue time.Duration
+	// For provisioning (planProvision): Ends, the pass ends once Steps are applied; Again, it is
+	// planned again once they are (S and H made); Log, what to log about it.
+	Ends, Again bool
+	Log         string
 }
 
 // settingsOf are the settings the driver of p runs with: its annotations (or what S remembers of

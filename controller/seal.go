@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/seal"
 )
 
 // unsealed says why driverset builds nothing from P, or "" when it may. P's StatefulSet takes its
@@ -28,14 +29,14 @@ func (r *Placeholder) unsealed(ctx context.Context, p *corev1.Pod, names contrac
 		if client.IgnoreNotFound(err) != nil {
 			return "", err
 		}
-		return r.unsealedGiven(p, nil), nil
+		return unsealedBy(r.Seal, p, nil), nil
 	}
-	return r.unsealedGiven(p, &sts), nil
+	return unsealedBy(r.Seal, p, &sts), nil
 }
 
-// unsealedGiven is unsealed's decision, given sts, the StatefulSet of P's name (nil: none).
-func (r *Placeholder) unsealedGiven(p *corev1.Pod, sts *appsv1.StatefulSet) string {
-	err := r.Seal.Verify(p, p.CreationTimestamp.Time)
+// unsealedBy is unsealed's decision with sealer, given sts, the StatefulSet of P's name (nil: none).
+func unsealedBy(sealer seal.Sealer, p *corev1.Pod, sts *appsv1.StatefulSet) string {
+	err := sealer.Verify(p, p.CreationTimestamp.Time)
 	if err == nil || sts != nil && metav1.IsControlledBy(sts, p) {
 		return ""
 	}

@@ -65,6 +65,10 @@ type Snapshot struct {
 	ExecutorNodes map[string]Read[*corev1.Node]
 	// Claims are the claims the driver mounts, read live while S does not exist yet (provision).
 	Claims Read[[]driverClaim]
+	// LivePlaceholder is P read from the apiserver, before S is scaled up from 0 (nil: gone).
+	LivePlaceholder Read[*corev1.Pod]
+	// Ensured is what this pass's create-or-get of H and S made (ensureStep).
+	Ensured Read[ensured]
 	// LiveNodes are the Nodes read from the apiserver in this pass (nil value: NotFound), so that a
 	// pass reads a Node live once, whichever of its steps needs it.
 	LiveNodes map[string]*corev1.Node

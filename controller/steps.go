@@ -96,6 +96,20 @@ type keepClaimStep struct {
 
 func (keepClaimStep) isStep() {}
 
+// ensureStep makes H and S from P as the apiserver has it, when they do not exist (create-or-get,
+// ensure), and keeps what it made in the snapshot (Ensured).
+type ensureStep struct{}
+
+// setReplicasStep sets S's replicas, under S's resourceVersion; Then are told once that went
+// through.
+type setReplicasStep struct {
+	Replicas int32
+	Then     []Step
+}
+
+func (ensureStep) isStep()      {}
+func (setReplicasStep) isStep() {}
+
 // releasePlaceholderStep lets the deleted P go (letGo): its driver has stopped.
 type releasePlaceholderStep struct{}
 
