@@ -55,8 +55,9 @@ type Placeholder struct {
 
 // Reconcile is one pass over placeholder P, in three phases: observe reads what the pass decides
 // on into a Snapshot (observe.go), plan decides from it alone what to do (plan.go), and apply does
-// it (apply.go). Before the driver can exist, provision makes S and H. Reconcile is idempotent:
-// every step is create-or-get or a write conditioned on what was read.
+// it (apply.go). The part before a driver can exist (provision.go) and a deleted app's pass
+// (appdeletion.go) have the same shape. Reconcile is idempotent: every step is create-or-get or a
+// write conditioned on what was read.
 func (r *Placeholder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	s, err := r.observe(ctx, req.NamespacedName)
 	if s == nil || err != nil {

@@ -113,17 +113,3 @@ func setRestart(p *corev1.Pod, st recordRestartStep) {
 	}
 	p.Annotations[contract.AnnotationRestartedIncarnation] = string(st.Incarnation)
 }
-
-// deadNodeReleases reports whether pod, Terminating on node (its Node as read; nil: gone), may be
-// force-deleted as far as the node goes: the node is gone or not Ready, so no kubelet will confirm
-// the deletion. When a successor takes its place (the StatefulSet's next incarnation), the
-// scheduler must also keep that one off the node first (deadAndAvoided); a stale executor has none.
-func deadNodeReleases(pod *corev1.Pod, node *corev1.Node, successor bool) bool {
-	if pod.Spec.NodeName == "" || node == nil {
-		return true
-	}
-	if successor {
-		return deadAndAvoided(node, pod.Spec.Tolerations)
-	}
-	return !nodeReadyTrue(node)
-}
