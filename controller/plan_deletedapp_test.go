@@ -1,9 +1,7 @@
 package controller
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -81,14 +79,12 @@ func TestPlanDeletedApp(t *testing.T) {
 			if !slices.Equal(pl.Need, c.need) {
 				t.Fatalf("needs %v, want %v", pl.Need, c.need)
 			}
-			var kinds []string
 			for _, st := range pl.Steps {
-				kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", st), "controller."))
 				if f, ok := st.(fenceStep); ok && (f.UID != "inc-1" || !f.Release) {
 					t.Errorf("fence %+v, want one of inc-1 that lets it go (its app is being deleted)", f)
 				}
 			}
-			if !slices.Equal(kinds, c.steps) || pl.Requeue != c.requeue {
+			if kinds := stepKinds(pl.Steps); !slices.Equal(kinds, c.steps) || pl.Requeue != c.requeue {
 				t.Errorf("steps %v, requeue %s; want %v, %s", kinds, pl.Requeue, c.steps, c.requeue)
 			}
 		})

@@ -98,15 +98,13 @@ func TestPlan(t *testing.T) {
 			if !slices.Equal(pl.Need, c.need) {
 				t.Fatalf("needs %v, want %v", pl.Need, c.need)
 			}
-			var kinds []string
 			var view *View
 			for _, st := range pl.Steps {
-				kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", st), "controller."))
 				if w, ok := st.(writeStatusStep); ok {
 					view = &w.View
 				}
 			}
-			if !slices.Equal(kinds, c.steps) {
+			if kinds := stepKinds(pl.Steps); !slices.Equal(kinds, c.steps) {
 				t.Errorf("steps %v, want %v", kinds, c.steps)
 			}
 			if pl.Requeue != c.requeue {
@@ -136,4 +134,13 @@ func want(ok bool, what string) string {
 func withExecutors(s *Snapshot) *Snapshot {
 	s.Executors = reading([]corev1.Pod(nil), FromCache, s.Placeholder.At)
 	return s
+}
+
+// stepKinds names the type of each step, in order: what the tables of plan's order compare.
+func stepKinds(steps []Step) []string {
+	var kinds []string
+	for _, st := range steps {
+		kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", st), "controller."))
+	}
+	return kinds
 }
