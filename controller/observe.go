@@ -83,8 +83,12 @@ func (r *Placeholder) observeDriver(ctx context.Context, s *Snapshot) error {
 	s.Driver = d
 	driver := d.Value
 	if driver == nil {
+		from := FromAPIServer
+		if !r.asksWhyMissing(sts) {
+			from = Skipped
+		}
 		why, err := r.driverPodFailure(ctx, sts)
-		s.MissingDriver = reading(why, FromAPIServer, r.now())
+		s.MissingDriver = reading(why, from, r.now())
 		return err
 	}
 	return r.observeNode(ctx, s)

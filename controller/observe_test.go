@@ -86,3 +86,31 @@ func TestObserveReadsTheNodeLiveBeforeAFence(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveAsksWhyTheDriverIsMissingOnlyPastTheGrace: while S-0 is missing, the StatefulSet's
+// Events are read live, and only once missingDriverGrace has passed since S was made; before, the
+// snapshot says the reading was skipped.
+func TestObserveAsksWhyTheDriverIsMissingOnlyPastTheGrace(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile() // S and H made at t0; the StatefulSet controller has not made S-0
+	for _, c := range []struct {
+		after time.Duration
+		from  Source
+	}{
+		{after: missingDriverGrace - time.Second, from: Skipped},
+		{after: missingDriverGrace, from: FromAPIServer},
+	} {
+		h.now = t0.Add(c.after)
+		s, err := h.r.observe(h.ctx, h.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.r.observeDriver(h.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Driver.Value != nil || s.MissingDriver.From != c.from || !s.MissingDriver.At.Equal(h.now) {
+			t.Errorf("%s after S was made: S-0 %v, why it is missing read from %q at %s; want none, from %q at %s",
+				c.after, s.Driver.Value != nil, s.MissingDriver.From, s.MissingDriver.At, c.from, h.now)
+		}
+	}
+}

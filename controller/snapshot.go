@@ -23,7 +23,7 @@ const (
 	FromWrite Source = "write"
 	// Skipped: looked at and not read, since nothing this pass decides depends on it (a zone
 	// counted only when the driver's node is lost and fencing is on, a heartbeat only for a
-	// self-fencing driver). The zero value stands for it.
+	// self-fencing driver, the Node of a pod not bound to one).
 	Skipped Source = "skipped"
 )
 
