@@ -85,7 +85,8 @@ type writeStatusStep struct {
 }
 
 // scaleToZeroStep scales S to 0, which deletes S-0: only after P's final status is written, since a
-// pod being deleted has no outcome.
+// pod being deleted has no outcome. Without a precondition: 0 is never wrong for an app that has
+// ended or is deleted.
 type scaleToZeroStep struct{}
 
 // keepClaimStep writes After, a claim of the driver's taken out of Spark's clean stop, as a patch
