@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit prometheus-bin e2e e2e-real e2e-streams chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release
+.PHONY: test test-unit prometheus-bin e2e e2e-real e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin
@@ -27,6 +27,10 @@ e2e: testbed-bin
 ## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; about 10 min); make test runs two of them
 e2e-streams: testbed-bin node-packages spark-artifacts
 	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff' ./e2e/realnode/
+
+## bench-stream: a stream's downtime through the loss of its driver's node, side by side on real nodes (root): with driverset (killed + taint; cut off + self-fence) and without it (never resumes); what each downtime is made of; about 10 min
+bench-stream: testbed-bin node-packages spark-artifacts
+	DRIVERSET_STREAMS=bench DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestStreamDowntimeSideBySide$$' ./e2e/realnode/
 
 ## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; real Spark; needs root), verbose; RUN=TestName runs only those
 e2e-real: testbed-bin node-packages spark-artifacts
