@@ -76,4 +76,3 @@ func (r *Placeholder) Built(ctx context.Context, p *corev1.Pod) (svc *corev1.Ser
 	}
 	return svc, sts, "", err
 }
-

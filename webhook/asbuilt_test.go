@@ -80,7 +80,7 @@ func asTheAPIServerDecodesIt(s *appsv1.StatefulSet) *appsv1.StatefulSet {
 	spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
 	spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP
 	spec.Containers[0].Env[0].ValueFrom.FieldRef.APIVersion = "v1"
-	s.ObjectMeta.UID, s.ObjectMeta.ManagedFields = "", []metav1.ManagedFieldsEntry{{Manager: "driverset"}}
+	s.UID, s.ManagedFields = "", []metav1.ManagedFieldsEntry{{Manager: "driverset"}}
 	return s
 }
 
@@ -105,7 +105,9 @@ func TestStatefulSetAsBuilt(t *testing.T) {
 			`spec.template.spec.containers[0].image is "attacker/miner", driverset builds "apache/spark:3.5.6"`},
 		{"another init image", func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.InitContainers[0].Image = "attacker/miner" },
 			"spec.template.spec.initContainers[0].image"},
-		{"another command", func(s *appsv1.StatefulSet) { driver(s).Command = []string{"/opt/driverset/bin/driverset", "wrap", "--", "/miner"} },
+		{"another command", func(s *appsv1.StatefulSet) {
+			driver(s).Command = []string{"/opt/driverset/bin/driverset", "wrap", "--", "/miner"}
+		},
 			"spec.template.spec.containers[0].command[3]"},
 		{"a container more", func(s *appsv1.StatefulSet) {
 			s.Spec.Template.Spec.Containers = append(s.Spec.Template.Spec.Containers, corev1.Container{Name: "miner", Image: "attacker/miner"})
@@ -237,7 +239,9 @@ func TestServiceAsBuilt(t *testing.T) {
 		want   string
 	}{
 		{"as built", func(*corev1.Service) {}, ""},
-		{"a port more", func(s *corev1.Service) { s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "ssh", Port: 22}) },
+		{"a port more", func(s *corev1.Service) {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "ssh", Port: 22})
+		},
 			"spec.ports has 2 entries, driverset builds 1"},
 		{"a port sent elsewhere", func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromInt32(22) }, "spec.ports[0].targetPort"},
 		{"selecting another workload", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "web"} }, "spec.selector[app]"},

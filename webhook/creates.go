@@ -20,10 +20,6 @@ import (
 // ServiceAccount creates (its matchConditions send nothing else).
 const CreatesPath = "/check-creates"
 
-// ReasonNotAsBuilt: a StatefulSet or Service that driverset's ServiceAccount asked to create and
-// that is not what driverset builds from a sealed placeholder.
-const ReasonNotAsBuilt = "not-as-built"
-
 // Builder is what driverset creates for a placeholder (controller.Placeholder.Built): the one
 // builder the controller creates with. refusal says why it creates nothing for p.
 type Builder interface {
