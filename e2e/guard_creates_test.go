@@ -35,27 +35,7 @@ func TestDriversetTokenCreatesOnlyWhatItBuilds(t *testing.T) {
 	plain := createPod(t, ns, "web", nil)
 	forged := createPod(t, ns, "forged", map[string]string{contract.LabelPlaceholder: "true"})
 
-	liveSts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, r.names.StatefulSet, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSvc, err := kube().CoreV1().Services(ns).Get(ctx, r.names.Service, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// fresh is driverset's StatefulSet for the app as a create would send it again.
-	fresh := func() *appsv1.StatefulSet {
-		s := liveSts.DeepCopy()
-		s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, Annotations: s.Annotations, OwnerReferences: s.OwnerReferences}
-		s.Status = appsv1.StatefulSetStatus{}
-		return s
-	}
-	freshSvc := func() *corev1.Service {
-		s := liveSvc.DeepCopy()
-		s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
-		s.Spec.ClusterIPs, s.Status = nil, corev1.ServiceStatus{}
-		return s
-	}
+	fresh, freshSvc := madeByDriverset(t, ns, r.names)
 	// ownedBy moves a driver's StatefulSet or Service onto pod p: named for it, selecting its
 	// would-be driver pod, owned by it. The shape driverset-guard-creates admits.
 	yes := true
@@ -191,6 +171,32 @@ func TestDriversetTokenCreatesOnlyWhatItBuilds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// madeByDriverset returns copies of the StatefulSet and Service driverset made for the app of
+// names in ns, as a create would send them again: without what the apiserver set on them.
+func madeByDriverset(t *testing.T, ns string, names contract.Names) (func() *appsv1.StatefulSet, func() *corev1.Service) {
+	t.Helper()
+	ctx := context.Background()
+	sts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, names.StatefulSet, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := kube().CoreV1().Services(ns).Get(ctx, names.Service, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() *appsv1.StatefulSet {
+			s := sts.DeepCopy()
+			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, Annotations: s.Annotations, OwnerReferences: s.OwnerReferences}
+			s.Status = appsv1.StatefulSetStatus{}
+			return s
+		}, func() *corev1.Service {
+			s := svc.DeepCopy()
+			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
+			s.Spec.ClusterIPs, s.Status = nil, corev1.ServiceStatus{}
+			return s
+		}
 }
 
 // createPod creates a plain pod named name with labels, held by a gate so no node runs it.

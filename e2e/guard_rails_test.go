@@ -104,19 +104,10 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 	}
 	// driverset's own StatefulSet and Service for the app, as it made them, to be created again
 	// (changed or not) as a dry run.
-	liveSts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, r.names.StatefulSet, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSvc, err := kube().CoreV1().Services(ns).Get(ctx, r.names.Service, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh, freshSvc := madeByDriverset(t, ns, r.names)
 	createSts := func(change func(*appsv1.StatefulSet)) func(context.Context) error {
 		return func(ctx context.Context) error {
-			s := liveSts.DeepCopy()
-			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, Annotations: s.Annotations, OwnerReferences: s.OwnerReferences}
-			s.Status = appsv1.StatefulSetStatus{}
+			s := fresh()
 			change(s)
 			_, err := ds.AppsV1().StatefulSets(ns).Create(ctx, s, dry)
 			return err
@@ -124,9 +115,7 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 	}
 	createSvc := func(change func(*corev1.Service)) func(context.Context) error {
 		return func(ctx context.Context) error {
-			s := liveSvc.DeepCopy()
-			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
-			s.Spec.ClusterIPs, s.Status = nil, corev1.ServiceStatus{}
+			s := freshSvc()
 			change(s)
 			_, err := ds.CoreV1().Services(ns).Create(ctx, s, dry)
 			return err

@@ -161,15 +161,7 @@ func TestStatefulSetAsBuilt(t *testing.T) {
 			want := built()
 			got := asTheAPIServerDecodesIt(want)
 			tc.change(got)
-			d := StatefulSetAsBuilt(got, want)
-			switch {
-			case tc.want == "" && d != "":
-				t.Fatalf("refused: %s", d)
-			case tc.want != "" && d == "":
-				t.Fatal("admitted")
-			case !strings.Contains(d, tc.want):
-				t.Fatalf("refused for %q, want %q", d, tc.want)
-			}
+			judged(t, StatefulSetAsBuilt(got, want), tc.want)
 		})
 	}
 }
@@ -190,6 +182,19 @@ func TestStatefulSetAsBuiltAppliesTheAPIServersDefaults(t *testing.T) {
 	got.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
 	if d := StatefulSetAsBuilt(got, want); !strings.Contains(d, `imagePullPolicy is "Never", driverset builds "IfNotPresent"`) {
 		t.Fatalf("pull policy Never: %q", d)
+	}
+}
+
+// judged checks a difference d against a row's want: "" admitted, else a part of d.
+func judged(t *testing.T, d, want string) {
+	t.Helper()
+	switch {
+	case want == "" && d != "":
+		t.Fatalf("refused: %s", d)
+	case want != "" && d == "":
+		t.Fatal("admitted")
+	case !strings.Contains(d, want):
+		t.Fatalf("refused for %q, want %q", d, want)
 	}
 }
 
@@ -253,15 +258,7 @@ func TestServiceAsBuilt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decoded()
 			tc.change(got)
-			d := ServiceAsBuilt(got, built())
-			switch {
-			case tc.want == "" && d != "":
-				t.Fatalf("refused: %s", d)
-			case tc.want != "" && d == "":
-				t.Fatal("admitted")
-			case !strings.Contains(d, tc.want):
-				t.Fatalf("refused for %q, want %q", d, tc.want)
-			}
+			judged(t, ServiceAsBuilt(got, built()), tc.want)
 		})
 	}
 }
