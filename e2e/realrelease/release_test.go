@@ -96,14 +96,19 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Not in t.TempDir: a failed run keeps the test bed's logs there.
+	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	cluster, err := testbed.Start(ctx, testbed.Options{
 		Nodes: -1, RealNodes: 1,
 		Images: []string{pause, archive}, PauseImage: images.PauseName,
-		Dir: filepath.Join(dir, "testbed"), Log: os.Stderr,
+		Dir: filepath.Join(bedDir, "testbed"), Log: os.Stderr,
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (logs in %s)", err, bedDir)
 	}
 	defer func() {
 		if t.Failed() {
@@ -111,6 +116,11 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 		}
 		if err := cluster.Stop(); err != nil {
 			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("test bed logs kept in %s", bedDir)
+		} else {
+			_ = os.RemoveAll(bedDir)
 		}
 	}()
 	t.Logf("test bed with one real node up in %s", time.Since(start).Round(time.Second))
