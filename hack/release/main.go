@@ -13,6 +13,10 @@
 //     darwin and windows on amd64 and arm64; driverset.yaml: the krew manifest naming them;
 //   - SHA256SUMS: every other file, as sha256sum -c reads it.
 //
+// -platforms builds a subset of those platforms (the image for its linux ones, the plugin for
+// each), for tests: `make test` checks a release of the host's linux platform alone, `make
+// release-check` a whole one.
+//
 // Everything is reproducible: the same commit and Go toolchain give the same bytes (binaries
 // built with -trimpath and no VCS stamp but the revision given, every timestamp
 // SOURCE_DATE_EPOCH, archive entries sorted, owners root). hack/release's tests build a release
@@ -49,15 +53,52 @@ import (
 
 const module = "github.com/driverset/driverset"
 
-// Platforms.
-var (
-	imageArchs      = []string{"amd64", "arm64"}
-	pluginPlatforms = []struct{ os, arch string }{
-		{"linux", "amd64"}, {"linux", "arm64"},
-		{"darwin", "amd64"}, {"darwin", "arm64"},
-		{"windows", "amd64"}, {"windows", "arm64"},
+// platform is a GOOS/GOARCH a release is built for.
+type platform struct{ os, arch string }
+
+func (p platform) String() string { return p.os + "/" + p.arch }
+
+// releasePlatforms are what a release is built for, in the order its files and manifests list
+// them: the plugin for each, the image for the linux ones.
+var releasePlatforms = []platform{
+	{"linux", "amd64"}, {"linux", "arm64"},
+	{"darwin", "amd64"}, {"darwin", "arm64"},
+	{"windows", "amd64"}, {"windows", "arm64"},
+}
+
+// selectPlatforms reads -platforms: "all" (or nothing) is every released platform; otherwise a
+// comma-separated subset of them, at least one linux (the image needs it). The result keeps
+// releasePlatforms' order whatever the list's, so that the same set gives the same bytes.
+// A subset is for tests and quick local checks (the cross-compiles are most of a cold release's
+// time); a release is cut with all of them.
+func selectPlatforms(list string) ([]platform, error) {
+	if list == "" || list == "all" {
+		return releasePlatforms, nil
 	}
-)
+	asked := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.ContainsFunc(releasePlatforms, func(p platform) bool { return p.String() == s }) {
+			return nil, fmt.Errorf("platform %q: a release is built for %v (or all)", s, releasePlatforms)
+		}
+		if asked[s] {
+			return nil, fmt.Errorf("platform %s named twice in %q", s, list)
+		}
+		asked[s] = true
+	}
+	var ps []platform
+	for _, p := range releasePlatforms {
+		if asked[p.String()] {
+			ps = append(ps, p)
+		}
+	}
+	if !slices.ContainsFunc(ps, isLinux) {
+		return nil, fmt.Errorf("platforms %q: the image needs at least one linux platform", list)
+	}
+	return ps, nil
+}
+
+func isLinux(p platform) bool { return p.os == "linux" }
 
 // options of one release.
 type options struct {
@@ -68,6 +109,7 @@ type options struct {
 	Epoch       time.Time // SOURCE_DATE_EPOCH: every timestamp
 	ImageRepo   string    // where the image will be pushed, e.g. ghcr.io/driverset/driverset
 	DownloadURL string    // where the plugin archives will be downloaded from (the krew manifest)
+	Platforms   string    // -platforms: "" or "all" (a release), or a subset (selectPlatforms)
 	Log         func(format string, args ...any)
 }
 
@@ -91,6 +133,7 @@ func main() {
 	flag.StringVar(&o.ImageRepo, "image-repo", "ghcr.io/driverset/driverset", "the repository the image will be pushed to")
 	flag.StringVar(&o.DownloadURL, "download-url", "", "where the plugin archives will be downloaded from (default: the GitHub release of -version)")
 	flag.StringVar(&epoch, "source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "every timestamp, in seconds (default: $SOURCE_DATE_EPOCH, else the commit's time)")
+	flag.StringVar(&o.Platforms, "platforms", "all", "all, or a comma-separated subset of "+fmt.Sprint(releasePlatforms)+" for a partial build (tests; not a release)")
 	flag.BoolVar(&allowDirty, "allow-dirty", false, "release from a tree with uncommitted changes (its revision then ends in -dirty)")
 	flag.Parse()
 	ctx := context.Background()
@@ -160,6 +203,10 @@ func build(ctx context.Context, o options) (result, error) {
 	if !semver.MatchString(o.Version) {
 		return r, fmt.Errorf("VERSION %q is not vMAJOR.MINOR.PATCH[-PRERELEASE] (make release VERSION=v0.1.0)", o.Version)
 	}
+	platforms, err := selectPlatforms(o.Platforms)
+	if err != nil {
+		return r, err
+	}
 	if o.DownloadURL == "" {
 		o.DownloadURL = "https://github.com/driverset/driverset/releases/download/" + o.Version
 	}
@@ -178,9 +225,16 @@ func build(ctx context.Context, o options) (result, error) {
 	}
 	defer func() { _ = os.RemoveAll(bins) }()
 
-	// The image, one manifest per platform under an index.
+	if len(platforms) < len(releasePlatforms) {
+		o.Log("only %v: not a whole release", platforms)
+	}
+
+	// The image, one manifest per linux platform under an index.
 	var imgs []oci.Image
-	for _, arch := range imageArchs {
+	var imagePlatforms []string
+	for _, p := range slices.DeleteFunc(slices.Clone(platforms), func(p platform) bool { return !isLinux(p) }) {
+		arch := p.arch
+		imagePlatforms = append(imagePlatforms, p.String())
 		path := filepath.Join(bins, "driverset-linux-"+arch)
 		if err := goBuild(ctx, o, "./cmd/driverset", "linux", arch, path); err != nil {
 			return r, err
@@ -228,7 +282,7 @@ func build(ctx context.Context, o options) (result, error) {
 	if err := os.WriteFile(filepath.Join(o.Out, "image-ref.txt"), []byte(r.ImageRef+"\n"), 0o644); err != nil {
 		return r, err
 	}
-	o.Log("image index %s (linux/amd64, linux/arm64) in image/ and driverset-%s-image.oci.tar", digest, o.Version)
+	o.Log("image index %s (%s) in image/ and driverset-%s-image.oci.tar", digest, strings.Join(imagePlatforms, ", "), o.Version)
 
 	// install.yaml, pinned to the index.
 	cmd := exec.CommandContext(ctx, filepath.Join(o.Root, "hack", "render-install.sh"), filepath.Join(o.Out, "install.yaml"))
@@ -244,7 +298,7 @@ func build(ctx context.Context, o options) (result, error) {
 	}
 	o.Log("chart packaged: %s", chartName)
 
-	if err := plugins(ctx, o, bins); err != nil {
+	if err := plugins(ctx, o, platforms, bins); err != nil {
 		return r, err
 	}
 
@@ -501,15 +555,15 @@ func zipOf(entries []entry, epoch time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// plugins builds the kubectl plugin for every platform, archives each with the LICENSE, and
+// plugins builds the kubectl plugin for each platform, archives each with the LICENSE, and
 // writes the krew manifest naming each archive's URL and sha256.
-func plugins(ctx context.Context, o options, bins string) error {
+func plugins(ctx context.Context, o options, platforms []platform, bins string) error {
 	license, err := os.ReadFile(filepath.Join(o.Root, "LICENSE"))
 	if err != nil {
 		return err
 	}
-	var platforms strings.Builder
-	for _, p := range pluginPlatforms {
+	var krew strings.Builder
+	for _, p := range platforms {
 		exe := "kubectl-driverset"
 		if p.os == "windows" {
 			exe += ".exe"
@@ -539,7 +593,7 @@ func plugins(ctx context.Context, o options, bins string) error {
 			return err
 		}
 		sum := sha256.Sum256(archive)
-		fmt.Fprintf(&platforms, `  - selector:
+		fmt.Fprintf(&krew, `  - selector:
       matchLabels:
         os: %s
         arch: %s
@@ -571,7 +625,7 @@ spec:
   caveats: |
     driverset itself must be installed in the cluster (see %s/blob/%s/docs/install.md).
   platforms:
-%s`, o.Version, module, "https://"+module, o.Version, platforms.String())
+%s`, o.Version, module, "https://"+module, o.Version, krew.String())
 	return os.WriteFile(filepath.Join(o.Out, "driverset.yaml"), []byte(manifest), 0o644)
 }
 

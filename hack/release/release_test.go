@@ -19,6 +19,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -41,23 +42,46 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
+// platformsEnv picks the platforms TestReleaseIsReproducibleAndComplete builds: unset, the
+// host's linux platform alone (what `make test` pays for: two binaries, compiled as the host's
+// other builds are); "all" in `make release-check`, every released platform (eight binaries,
+// six of them cross-compiled: ten minutes and more with a cold build cache).
+const platformsEnv = "DRIVERSET_RELEASE_PLATFORMS"
+
 func testOptions(t *testing.T, out string) options {
+	platforms := os.Getenv(platformsEnv)
+	if platforms == "" {
+		platforms = "linux/" + runtime.GOARCH
+	}
 	return options{
 		Root: moduleRoot(t), Out: out, Version: "v1.2.3-rc.1", Revision: "0123456789abcdef0123456789abcdef01234567",
 		Epoch: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC), ImageRepo: "registry.test:5000/platform/driverset",
-		DownloadURL: "https://downloads.test/driverset/v1.2.3-rc.1", Log: t.Logf,
+		DownloadURL: "https://downloads.test/driverset/v1.2.3-rc.1", Platforms: platforms, Log: t.Logf,
 	}
 }
 
+// testPlatforms are the platforms o asks for.
+func testPlatforms(t *testing.T, o options) []platform {
+	t.Helper()
+	ps, err := selectPlatforms(o.Platforms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 // TestReleaseIsReproducibleAndComplete builds a release twice into two folders and compares them
-// byte for byte, then reads every artifact back: the image index and its two platforms, the
+// byte for byte, then reads every artifact back: the image index and each of its platforms, the
 // install and the chart pinned to the index's digest, the SBOMs, the plugin archives against the
-// krew manifest, and SHA256SUMS against the files. Minutes with a cold build cache (8 binaries,
-// cross-compiled); about 1 to 2 min warm on 2 cores.
+// krew manifest, and SHA256SUMS against the files. In `make test` for the host's linux platform
+// alone; `make release-check` runs it for every released platform (platformsEnv).
 func TestReleaseIsReproducibleAndComplete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release twice")
 	}
+	o := testOptions(t, "")
+	platforms := testPlatforms(t, o)
+	t.Logf("platforms: %v (%s=all for every released one)", platforms, platformsEnv)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -86,13 +110,15 @@ func TestReleaseIsReproducibleAndComplete(t *testing.T) {
 			t.Errorf("%s differs between two builds (%v, %v)", f, err1, err2)
 		}
 	}
-	o := testOptions(t, a)
+	o.Out = a
 	want := []string{
 		"SHA256SUMS", "driverset-1.2.3-rc.1.tgz", "driverset-v1.2.3-rc.1-image.oci.tar",
-		"driverset-v1.2.3-rc.1-linux-amd64.spdx.json", "driverset-v1.2.3-rc.1-linux-arm64.spdx.json",
 		"driverset.yaml", "image-ref.txt", "install.yaml",
 	}
-	for _, p := range pluginPlatforms {
+	for _, p := range platforms {
+		if isLinux(p) {
+			want = append(want, "driverset-v1.2.3-rc.1-linux-"+p.arch+".spdx.json")
+		}
 		ext := ".tar.gz"
 		if p.os == "windows" {
 			ext = ".zip"
@@ -111,18 +137,18 @@ func TestReleaseIsReproducibleAndComplete(t *testing.T) {
 		t.Errorf("release files\n got %v\nwant %v", top, want)
 	}
 
-	bins := checkImage(t, a, ra.IndexDigest, o)
+	bins := checkImage(t, a, ra.IndexDigest, o, platforms)
 	checkSBOMs(t, a, bins, o)
 	checkInstall(t, a, ra.IndexDigest, o)
 	checkChart(t, a, ra.IndexDigest, o)
-	checkPlugins(t, a, o)
+	checkPlugins(t, a, o, platforms)
 	checkSums(t, a, ra.Files)
 }
 
-// checkImage reads the layout folder and the tar: one index named for the version, linux/amd64
-// and linux/arm64, each a static non-root /driverset of its architecture. It returns each
-// architecture's /driverset.
-func checkImage(t *testing.T, out, digest string, o options) map[string][]byte {
+// checkImage reads the layout folder and the tar: one index named for the version, one manifest
+// for each linux platform of the release, in its order, each a static non-root /driverset of its
+// architecture. It returns each architecture's /driverset.
+func checkImage(t *testing.T, out, digest string, o options, platforms []platform) map[string][]byte {
 	t.Helper()
 	l := ocitest.ReadDir(t, filepath.Join(out, "image"))
 	tarred, err := os.ReadFile(filepath.Join(out, "driverset-"+o.Version+"-image.oci.tar"))
@@ -151,11 +177,13 @@ func checkImage(t *testing.T, out, digest string, o options) map[string][]byte {
 	}
 	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 	bins := map[string][]byte{}
+	var seen, want []string
 	for _, m := range ix.Manifests {
 		if m.Platform == nil || m.Platform.OS != "linux" {
 			t.Fatalf("manifest %s: platform %+v", m.Digest, m.Platform)
 		}
 		arch := m.Platform.Architecture
+		seen = append(seen, "linux/"+arch)
 		img := l.Image(t, m)
 		c := img.Config
 		if c.Architecture != arch || c.Config.User != "65532:65532" || !slices.Equal(c.Config.Entrypoint, []string{"/driverset"}) ||
@@ -184,12 +212,13 @@ func checkImage(t *testing.T, out, digest string, o options) map[string][]byte {
 		}
 		bins[arch] = []byte(d.Data)
 	}
-	if len(bins) != 2 || bins["amd64"] == nil || bins["arm64"] == nil {
-		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", slices.Collect(func(yield func(string) bool) {
-			for k := range bins {
-				yield(k)
-			}
-		}))
+	for _, p := range platforms {
+		if isLinux(p) {
+			want = append(want, p.String())
+		}
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("the index's platforms %v, want %v", seen, want)
 	}
 	return bins
 }
@@ -297,9 +326,10 @@ func checkChart(t *testing.T, out, digest string, o options) {
 	}
 }
 
-// checkPlugins reads the krew manifest: six platforms, each naming an archive of the release by
-// its URL and sha256, holding the plugin built for that platform and the LICENSE.
-func checkPlugins(t *testing.T, out string, o options) {
+// checkPlugins reads the krew manifest: the release's platforms and no other, each naming an
+// archive of the release by its URL and sha256, holding the plugin built for that platform and
+// the LICENSE.
+func checkPlugins(t *testing.T, out string, o options, platforms []platform) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(out, "driverset.yaml"))
 	if err != nil {
@@ -352,8 +382,8 @@ func checkPlugins(t *testing.T, out string, o options) {
 		}
 	}
 	var want []string
-	for _, p := range pluginPlatforms {
-		want = append(want, p.os+"/"+p.arch)
+	for _, p := range platforms {
+		want = append(want, p.String())
 	}
 	if !slices.Equal(seen, want) {
 		t.Errorf("krew platforms %v, want %v", seen, want)
@@ -458,6 +488,9 @@ func TestReleaseRefuses(t *testing.T) {
 		"git describe":        func(o *options) { o.Version = "362854f-dirty" },
 		"repository with tag": func(o *options) { o.ImageRepo = "registry.test/driverset:v1" },
 		"repository digest":   func(o *options) { o.ImageRepo = "registry.test/driverset@sha256:00" },
+		"unknown platform":    func(o *options) { o.Platforms = "linux/amd64,linux/386" },
+		"platform twice":      func(o *options) { o.Platforms = "linux/amd64, linux/amd64" },
+		"no linux platform":   func(o *options) { o.Platforms = "darwin/arm64,windows/amd64" },
 		"folder not empty": func(o *options) {
 			if err := os.WriteFile(filepath.Join(o.Out, "old"), nil, 0o644); err != nil {
 				t.Fatal(err)
@@ -482,5 +515,22 @@ func TestReleaseRefuses(t *testing.T) {
 	o.Version = "not a version" // checked right after the repository: stops the build there
 	if _, err := build(context.Background(), o); err == nil || strings.Contains(err.Error(), "repository") {
 		t.Errorf("registry.test:5000/… refused as a repository: %v", err)
+	}
+}
+
+// TestSelectPlatforms: "all" and nothing are the six released platforms (what `make release`
+// builds); a subset comes back in the release's order whatever the list's, so that the same set
+// gives the same index and krew manifest.
+func TestSelectPlatforms(t *testing.T) {
+	for _, all := range []string{"", "all"} {
+		ps, err := selectPlatforms(all)
+		if err != nil || len(ps) != 6 || !slices.Equal(ps, releasePlatforms) {
+			t.Errorf("selectPlatforms(%q) = %v, %v; want the six released platforms", all, ps, err)
+		}
+	}
+	want := []platform{{"linux", "arm64"}, {"darwin", "amd64"}, {"windows", "arm64"}}
+	ps, err := selectPlatforms("windows/arm64, linux/arm64,darwin/amd64")
+	if err != nil || !slices.Equal(ps, want) {
+		t.Errorf("got %v, %v; want %v", ps, err, want)
 	}
 }
