@@ -17,14 +17,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/images"
 	"github.com/driverset/driverset/e2e/testbed"
@@ -207,29 +205,8 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 	}
 
 	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "driverset-check", Namespace: "default",
-				Labels: map[string]string{contract.LabelSparkRole: contract.RoleDriver, contract.LabelResilient: "true"}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
-				Name: contract.DriverContainerName, Image: "apache/spark", Args: []string{"driver", "--class", "Check", "check.jar"},
-			}}},
-		}
-		got, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		for _, g := range got.Spec.SchedulingGates {
-			if g.Name == contract.GatePlaceholder {
-				return true, nil
-			}
-		}
-		last = fmt.Sprintf("no gate: %v", got.Spec.SchedulingGates)
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("the released driverset did not convert an opted-in driver (%s): %v", last, err)
+	if err := testbed.WaitConverts(ctx, c, "apache/spark", 2*time.Minute); err != nil {
+		t.Fatalf("the released driverset: %v", err)
 	}
 }
 
