@@ -7,6 +7,17 @@
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REPO:TAG --push \
 #     --build-arg VERSION=$(git describe --tags --always --dirty) --build-arg REVISION=$(git rev-parse HEAD) .
 
+# `make release` does not use this file: it builds the same image without a container engine
+# (hack/release, docs/releasing.md), reproducibly, on a base written there.
+#
+# Bases by tag, NOT pinned by digest: no registry is reachable where this repository is built
+# and tested, so no digest of golang:1.26 or of distroless could be read or checked here, and an
+# unchecked digest is worse than none. Pin both where a registry is reachable before building
+# from this file (docs/releasing.md#pinning-the-dockerfiles-bases):
+#   crane digest golang:1.26            → FROM --platform=$BUILDPLATFORM golang:1.26@sha256:<that> AS build
+#   crane digest gcr.io/distroless/static-debian13:nonroot → FROM gcr.io/distroless/static-debian13:nonroot@sha256:<that>
+# (both digests are of multi-platform indexes: one pin serves amd64 and arm64.)
+
 # The builder runs on the build machine's platform and cross-compiles (no emulation).
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS
@@ -22,7 +33,7 @@ ARG REVISION=
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath \
+    go build -trimpath -buildvcs=false \
       -ldflags="-s -w -X github.com/driverset/driverset/version.stamped=${VERSION} -X github.com/driverset/driverset/version.stampedRevision=${REVISION}" \
       -o /out/driverset ./cmd/driverset
 

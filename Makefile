@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit prometheus-bin e2e e2e-real e2e-streams chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release
+.PHONY: test test-unit prometheus-bin e2e e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release release-check
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin
@@ -28,9 +28,17 @@ e2e: testbed-bin
 e2e-streams: testbed-bin node-packages spark-artifacts
 	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff' ./e2e/realnode/
 
+## bench-stream: a stream's downtime through the loss of its driver's node, side by side on real nodes (root): with driverset (killed + taint; cut off + self-fence) and without it (never resumes); what each downtime is made of; about 10 min
+bench-stream: testbed-bin node-packages spark-artifacts
+	DRIVERSET_STREAMS=bench DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestStreamDowntimeSideBySide$$' ./e2e/realnode/
+
 ## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; real Spark; needs root), verbose; RUN=TestName runs only those
 e2e-real: testbed-bin node-packages spark-artifacts
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m $(if $(RUN),-run '$(RUN)') ./e2e/realnode/
+
+## e2e-release: a release installed from its folder alone on a real node (root): the image imported, install.yaml applied, driverset Ready; builds one for the host's platform alone unless DRIVERSET_RELEASE_DIR=dist
+e2e-release: testbed-bin node-packages
+	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 20m ./e2e/realrelease/
 
 ## chaos: many apps through random faults on the KWOK test bed, every invariant checked; SIZE=short (the default, also in `make e2e`) or long (by hand); SEED=n replays a run
 chaos: testbed-bin
@@ -82,12 +90,20 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   = -X github.com/driverset/driverset/version.stamped=$(VERSION) -X github.com/driverset/driverset/version.stampedRevision=$(REVISION)
 
-## release: render dist/install.yaml for IMAGE=REPOSITORY:TAG[@sha256:DIGEST] (the image you built and pushed; a digest pins it)
+# make release: where the image will be pushed, and where the plugin's archives will be
+# downloaded from (the krew manifest names them); the image's digest does not depend on either.
+IMAGE_REPO  ?= ghcr.io/driverset/driverset
+RELEASE_URL ?= https://github.com/driverset/driverset/releases/download/$(VERSION)
+
+## release: VERSION=vX.Y.Z [IMAGE_REPO=…] builds the release into dist/ without Docker: the image (OCI index, linux/amd64+arm64), SBOMs, chart, install.yaml pinned to the image's digest, plugin archives, krew manifest, SHA256SUMS; reproducible (docs/releasing.md)
 release:
-	@test -n "$(IMAGE)" || { echo "make release IMAGE=REPOSITORY:TAG[@sha256:DIGEST]"; exit 2; }
-	@mkdir -p dist
-	DRIVERSET_IMAGE="$(IMAGE)" hack/render-install.sh dist/install.yaml
-	@echo "dist/install.yaml: kubectl apply --server-side -f dist/install.yaml"
+	@test -z "$(IMAGE)" || { echo "make release builds the image itself now: make release VERSION=vX.Y.Z IMAGE_REPO=REPOSITORY (docs/releasing.md); for an image of your own: DRIVERSET_IMAGE=$(IMAGE) hack/render-install.sh dist/install.yaml"; exit 2; }
+	rm -rf dist
+	$(GO) run ./hack/release -out dist -version '$(VERSION)' -image-repo '$(IMAGE_REPO)' -download-url '$(RELEASE_URL)'
+
+## release-check: hack/release's test for every released platform (make test checks the host's linux platform alone): a release of 8 binaries, 6 cross-compiled, built twice and read back; 79 s warm, about 11 min cold (docs/measurements.md); by hand, before a release and after a change to hack/release, internal/oci or the plugin
+release-check:
+	DRIVERSET_RELEASE_PLATFORMS=all $(GO) test -count=1 -v -timeout 60m -run '^TestReleaseIsReproducibleAndComplete$$' ./hack/release/
 
 ## build: the driverset binary, stamped with VERSION (default: git describe --tags --always --dirty)
 build:

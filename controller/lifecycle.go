@@ -33,20 +33,34 @@ type Outcome struct {
 // the kill, not the application's failure, and the driver is recovered like after a node loss.
 // A recorded 0 stays a success: a kill never exits 0 (the JVM exits 143 on SIGTERM), so it is an
 // exit the driver made before the stop, and running a completed app again would be wrong.
-// A pod deleted without such a mark keeps an exit the driver made before the deletion was asked
-// for (exitedBeforeDeletion). The mark is looked at first: a pod the kubelet stopped is deleted
+// A pod its own kubelet stopped keeps an exit that the kubelet started the container again after
+// (exitedBeforeARestart: a kubelet stopping a pod starts nothing in it); that mark is looked at first, because such a pod is deleted
 // after its exit (the StatefulSet controller deletes it once Failed), and that exit is the kill.
+// Any other pod being deleted, marked or not, keeps an exit the driver made before the deletion
+// was asked for (exitedBeforeDeletion): PodGC, the taint manager, the scheduler and the eviction
+// API stop a driver only through the deletion.
 func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	if pod == nil {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
-	if _, _, disrupted := disruptedBy(pod); disrupted {
-		if o.Exited && o.Code == 0 {
+	if _, _, disrupted := disruptedBy(pod); disrupted && byItsKubelet(pod) {
+		// The kubelet's mark carries no time to compare with: it sends the DisruptionTarget
+		// condition only once every container has stopped, and stamps it then (k8s v1.37
+		// pkg/kubelet/status mergePodStatus), so it always follows the kill; the real-node
+		// shutdown test saw a kill's 143 counted when the mark's time was taken for the stop's.
+		// What does tell is a start after the exit: a kubelet that is stopping a pod starts none
+		// of its containers again, so an exit the kubelet started wrap again after (to idle) came
+		// before the stop, and is the driver's own.
+		if o.Exited && (o.Code == 0 || exitedBeforeARestart(pod, container)) {
 			return o
 		}
 		return Outcome{}
 	}
+	// Every other disruption (PodGC, the taint manager, the scheduler's preemption, the eviction
+	// API) stops the driver only by deleting its pod: the deletion decides, below. PodGC marks a
+	// pod whose node is already gone, so the exit the pod records is the driver's own: taking the
+	// mark for the stop lost it (TestPodGCHidesTheExit).
 	if pod.DeletionTimestamp != nil && !exitedBeforeDeletion(pod, o) && !evictedForItsOwnUse(pod) && (!o.Exited || o.Code != 0) {
 		return Outcome{}
 	}
@@ -121,15 +135,20 @@ func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 // since when as disruptedBy has them. Not so a pod that PodGC marked Failed (its reason is not the
 // kubelet's), nor one merely being stopped (still Running: its node may die before it ends).
 func endedByItsKubelet(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
-	if pod == nil || pod.Status.Phase != corev1.PodFailed {
-		return "", time.Time{}, false
-	}
-	d := disruptionOf(pod)
-	byKubelet := d != nil && d.Reason == corev1.PodReasonTerminationByKubelet || d == nil && shutdownReason(pod)
-	if !byKubelet {
+	if pod == nil || pod.Status.Phase != corev1.PodFailed || !byItsKubelet(pod) {
 		return "", time.Time{}, false
 	}
 	return disruptedBy(pod)
+}
+
+// byItsKubelet reports whether what marked pod as disrupted is its own kubelet, which stops the
+// driver itself (a node shutdown, a node-pressure eviction, an admission preemption), rather than
+// a controller that deletes the pod and leaves the stop to the deletion.
+func byItsKubelet(pod *corev1.Pod) bool {
+	if d := disruptionOf(pod); d != nil {
+		return d.Reason == corev1.PodReasonTerminationByKubelet
+	}
+	return pod.Status.Phase == corev1.PodFailed && shutdownReason(pod)
 }
 
 // shutdownReason reports whether pod's status reason is one the kubelet gives a pod it stopped or
@@ -168,11 +187,34 @@ func disruptionOf(pod *corev1.Pod) *corev1.PodCondition {
 // A termination that is no end of the driver (notAnEnd) is passed over: the driver that the next
 // start of the container runs, or already runs, has not exited.
 func recordedExit(pod *corev1.Pod, container string) Outcome {
+	o, _ := recordedEnd(pod, container)
+	return o
+}
+
+// exitedBeforeARestart reports whether the exit recordedExit finds in pod is one the kubelet
+// started the container again after: it is in lastState.terminated, which the kubelet fills only
+// once it has made a newer instance of the container (wrap, idling after the exit).
+func exitedBeforeARestart(pod *corev1.Pod, container string) bool {
+	o, inLastState := recordedEnd(pod, container)
+	return o.Exited && inLastState
+}
+
+// recordedEnd is recordedExit, and whether the end was found in lastState.terminated.
+func recordedEnd(pod *corev1.Pod, container string) (Outcome, bool) {
 	cs := containerStatus(pod.Status, container)
 	if cs == nil {
-		return Outcome{}
+		return Outcome{}, false
 	}
-	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+	terms := []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated}
+	skip := 0
+	if restates(terms[0], terms[1]) {
+		// The idling wrap's stop (the deletion's, or the kubelet's) is no new end: it writes the
+		// record again (wrap/run.go) with the stop's finishedAt. The exit is the earlier one, and
+		// its time is what tells an exit before a deletion from the deletion's stop
+		// (TestIdleStopRestatesTheExit).
+		skip = 1
+	}
+	for i, t := range terms[skip:] {
 		if t == nil || notAnEnd(t) {
 			continue
 		}
@@ -181,9 +223,20 @@ func recordedExit(pod *corev1.Pod, container string) Outcome {
 		if recorded, ok := wrap.ParseTerminationMessage(t.Message); ok {
 			code = recorded
 		}
-		return Outcome{Exited: true, Code: code, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}
+		return Outcome{Exited: true, Code: code, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}, skip+i == 1
 	}
-	return Outcome{}
+	return Outcome{}, false
+}
+
+// restates reports whether later, a termination of the driver container, is an idling wrap's stop
+// restating the record that earlier carries: both hold the same exit record of wrap's. wrap runs
+// the driver once per pod, so a record seen twice is one exit.
+func restates(later, earlier *corev1.ContainerStateTerminated) bool {
+	if later == nil || earlier == nil || later.Message != earlier.Message || notAnEnd(earlier) {
+		return false
+	}
+	_, ok := wrap.ParseTerminationMessage(earlier.Message)
+	return ok
 }
 
 // Reasons the kubelet gives a container termination that says nothing of the process in it.

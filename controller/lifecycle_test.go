@@ -52,7 +52,16 @@ func TestOutcomeOf(t *testing.T) {
 	finishedThenDeleted.DeletionTimestamp, finishedThenDeleted.DeletionGracePeriodSeconds = &metav1.Time{Time: finished.Add(31 * time.Second)}, new(int64(30))
 	// The kubelet stops the driver (graceful node shutdown, node-pressure eviction): wrap forwards
 	// the SIGTERM and records the JVM's 143; the kubelet marks the pod Failed and DisruptionTarget.
-	killed := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: terminated(143, wrap.TerminationMessage(143, ""), finished)}}
+	// The kubelet stamps its DisruptionTarget (t0, see disrupted) when it sends it, once every
+	// container has stopped: after the kill (seen on real nodes, shutdown_test.go).
+	killedAt := finished
+	killed := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: terminated(143, wrap.TerminationMessage(143, ""), killedAt)}}
+	// The driver exited 1 on its own; wrap idled in the restart backoff until the kubelet stopped
+	// it, and restated the record (wrap/run.go).
+	exitedThenKilled := corev1.ContainerStatus{
+		State:                corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(1, ""), killedAt)},
+		LastTerminationState: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)},
+	}
 	shutDown := disrupted(withDriverStatus(uid, killed), "Terminated", corev1.PodReasonTerminationByKubelet)
 	completedThenShutDown := disrupted(withDriverStatus(uid, corev1.ContainerStatus{
 		State:                corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(0, ""), finished)},
@@ -95,12 +104,24 @@ func TestOutcomeOf(t *testing.T) {
 			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
 		},
 		{
-			name: "an idle wrap that was stopped exits 0: the message's code wins",
+			// The idling wrap's stop restates the record with the stop's time: the exit is the
+			// first one, at its own time (TestIdleStopRestatesTheExit).
+			name: "an idle wrap that was stopped restates the record: the first exit, at its own time",
 			pod: withDriverStatus(uid, corev1.ContainerStatus{
 				State:                corev1.ContainerState{Terminated: terminated(0, wrap.TerminationMessage(1, ""), finished)},
 				LastTerminationState: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished.Add(-time.Second))},
 			}),
-			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
+			want: Outcome{Exited: true, Code: 1, FinishedAt: finished.Add(-time.Second), PodUID: uid},
+		},
+		{
+			// Two different records cannot both be wrap's exit (it runs the driver once per pod):
+			// the newer is taken, as before.
+			name: "two different records: the newer",
+			pod: withDriverStatus(uid, corev1.ContainerStatus{
+				State:                corev1.ContainerState{Terminated: terminated(2, wrap.TerminationMessage(2, ""), finished)},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished.Add(-time.Second))},
+			}),
+			want: Outcome{Exited: true, Code: 2, FinishedAt: finished, PodUID: uid},
 		},
 		{
 			name: "lastState's message wins over its exit code",
@@ -130,7 +151,7 @@ func TestOutcomeOf(t *testing.T) {
 		{
 			name: "evicted for its own storage limit (no condition): the driver's failure",
 			pod:  disrupted(withDriverStatus(uid, killed), "Evicted", ""),
-			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+			want: Outcome{Exited: true, Code: 143, FinishedAt: killedAt, PodUID: uid},
 		},
 		{
 			// The StatefulSet controller deletes the Failed pod in the second the kubelet finished
@@ -138,17 +159,70 @@ func TestOutcomeOf(t *testing.T) {
 			name: "evicted for its own storage limit, then deleted at once: still the driver's failure",
 			pod: func() *corev1.Pod {
 				p := disrupted(withDriverStatus(uid, killed), "Evicted", "")
-				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: finished}, new(int64(0))
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: killedAt}, new(int64(0))
 				return p
 			}(),
-			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+			want: Outcome{Exited: true, Code: 143, FinishedAt: killedAt, PodUID: uid},
 		},
-		{name: "DisruptionTarget alone, the pod still terminating: no outcome", pod: disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonPreemptionByScheduler), want: Outcome{}},
+		{name: "the kubelet's DisruptionTarget alone, the pod still terminating: no outcome", pod: disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonTerminationByKubelet), want: Outcome{}},
+		{
+			name: "exited 1, then the kubelet stopped the idling wrap: the driver's own exit",
+			pod:  disrupted(withDriverStatus(uid, exitedThenKilled), "Evicted", corev1.PodReasonTerminationByKubelet),
+			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			// The kubelet stamps its mark when it sends it, after the kill: an exit not followed
+			// by a restart cannot be told from the kill, whatever the times say.
+			name: "exited 1 well before the kubelet's mark, but not started again: taken for the kill",
+			pod: disrupted(withDriverStatus(uid, corev1.ContainerStatus{
+				State: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)},
+			}), "Terminated", corev1.PodReasonTerminationByKubelet),
+			want: Outcome{},
+		},
+		{
+			name: "exited 1, wrap idling, then the kubelet's mark while it still stops the pod: the driver's own exit",
+			pod: disrupted(withDriverStatus(uid, corev1.ContainerStatus{
+				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)},
+			}), "", corev1.PodReasonTerminationByKubelet),
+			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
+		},
+		{
+			// The scheduler, the taint manager and the eviction API mark the pod, then delete it:
+			// the stop is the deletion's. Before the deletion, the exit the pod shows is its own.
+			name: "the scheduler's mark before its deletion: the exit is the driver's own",
+			pod:  disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonPreemptionByScheduler),
+			want: Outcome{Exited: true, Code: 143, FinishedAt: killedAt, PodUID: uid},
+		},
+		{
+			name: "the scheduler's mark, then its deletion before the exit: the deletion's stop",
+			pod: func() *corev1.Pod {
+				p := disrupted(withDriverStatus(uid, killed), "", corev1.PodReasonPreemptionByScheduler)
+				// Asked for 10 s before the kill.
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: killedAt.Add(20 * time.Second)}, new(int64(30))
+				return p
+			}(),
+			want: Outcome{},
+		},
+		{
+			// PodGC marks and force-deletes a pod whose node is gone: nothing stopped the driver,
+			// so the exit it recorded is its own (TestPodGCHidesTheExit).
+			name: "PodGC's mark and deletion after the driver exited 1: the driver's own exit",
+			pod: func() *corev1.Pod {
+				p := disrupted(withDriverStatus(uid, corev1.ContainerStatus{
+					State: corev1.ContainerState{Terminated: terminated(1, wrap.TerminationMessage(1, ""), finished)},
+				}), "", "DeletionByPodGC")
+				p.Status.Phase = corev1.PodFailed
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: t0}, new(int64(0))
+				return p
+			}(),
+			want: Outcome{Exited: true, Code: 1, FinishedAt: finished, PodUID: uid},
+		},
 		{name: "Failed with the kubelet's reason but no condition (older kubelet): no outcome", pod: disrupted(withDriverStatus(uid, killed), "Shutdown", ""), want: Outcome{}},
 		{
 			name: "a success recorded before the shutdown stays a success: a kill never exits 0",
 			pod:  completedThenShutDown,
-			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid},
+			want: Outcome{Exited: true, Code: 0, FinishedAt: finished.Add(-time.Second), PodUID: uid},
 		},
 		{
 			name: "a Failed pod without the kubelet's reason or condition: the driver's own failure",
@@ -158,7 +232,7 @@ func TestOutcomeOf(t *testing.T) {
 				p.Status.Reason = "DeadlineExceeded"
 				return p
 			}(),
-			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+			want: Outcome{Exited: true, Code: 143, FinishedAt: killedAt, PodUID: uid},
 		},
 		{
 			name: "DisruptionTarget False: no disruption",
@@ -167,7 +241,7 @@ func TestOutcomeOf(t *testing.T) {
 				p.Status.Conditions[0].Status = corev1.ConditionFalse
 				return p
 			}(),
-			want: Outcome{Exited: true, Code: 143, FinishedAt: finished, PodUID: uid},
+			want: Outcome{Exited: true, Code: 143, FinishedAt: killedAt, PodUID: uid},
 		},
 		{name: "exited before its pod was deleted: the outcome stands", pod: finishedThenDeleted,
 			want: Outcome{Exited: true, Code: 0, FinishedAt: finished, PodUID: uid}},

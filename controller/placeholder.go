@@ -155,24 +155,14 @@ func (r *Placeholder) create(ctx context.Context, p *corev1.Pod, names contract.
 			"Service %s exists and is not owned by this pod; waiting for it to go away", svc.Name)
 		return nil, nil
 	}
-	opts := r.Convert
-	opts.Names = names
-	var ranges corev1.LimitRangeList
-	if err := r.Client.List(ctx, &ranges, client.InNamespace(p.Namespace)); err != nil {
-		return nil, err
+	// The creates webhook checks this create against the same builder (Built).
+	want, err := r.statefulSetFor(ctx, p, names)
+	if conv := (*conversionError)(nil); errors.As(err, &conv) {
+		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", conv.err)
 	}
-	opts.Floor = convert.FloorOf(ranges.Items)
-	_, opts.SelfFence, _ = r.fencing(p, 0)
-	want, err := convert.StatefulSet(p, opts)
 	if err != nil {
-		r.event(p, nil, corev1.EventTypeWarning, "ConversionFailed", "%v", err)
 		return nil, err
 	}
-	if err := rememberSettings(want, p); err != nil {
-		return nil, err
-	}
-	// A finished app's StatefulSet, deleted by someone, is made again without a driver pod.
-	want.Spec.Replicas = new(replicasFor(p))
 	created, err := r.createOrGet(ctx, want)
 	if err != nil {
 		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)

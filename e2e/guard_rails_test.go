@@ -104,19 +104,10 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 	}
 	// driverset's own StatefulSet and Service for the app, as it made them, to be created again
 	// (changed or not) as a dry run.
-	liveSts, err := kube().AppsV1().StatefulSets(ns).Get(ctx, r.names.StatefulSet, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSvc, err := kube().CoreV1().Services(ns).Get(ctx, r.names.Service, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh, freshSvc := madeByDriverset(t, ns, r.names)
 	createSts := func(change func(*appsv1.StatefulSet)) func(context.Context) error {
 		return func(ctx context.Context) error {
-			s := liveSts.DeepCopy()
-			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
-			s.Status = appsv1.StatefulSetStatus{}
+			s := fresh()
 			change(s)
 			_, err := ds.AppsV1().StatefulSets(ns).Create(ctx, s, dry)
 			return err
@@ -124,9 +115,7 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 	}
 	createSvc := func(change func(*corev1.Service)) func(context.Context) error {
 		return func(ctx context.Context) error {
-			s := liveSvc.DeepCopy()
-			s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, OwnerReferences: s.OwnerReferences}
-			s.Spec.ClusterIPs, s.Status = nil, corev1.ServiceStatus{}
+			s := freshSvc()
 			change(s)
 			_, err := ds.CoreV1().Services(ns).Create(ctx, s, dry)
 			return err
@@ -170,6 +159,11 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			return err
 		}
 	}
+	// A labelled StatefulSet or Service in a served namespace is first seen by the webhook entry
+	// creates.driverset.dev (mutating admission runs before validating), which refuses anything
+	// but what driverset builds (TestDriversetTokenCreatesOnlyWhatItBuilds); the policy
+	// driverset-guard-creates checks the same shape after it, enforced by the apiserver itself.
+	const creates = "creates.driverset.dev"
 	refused := []struct {
 		name, policy string
 		do           func(context.Context) error
@@ -190,32 +184,32 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			_, err := ds.CoreV1().Services("driverset-system").Create(ctx, svc("driverset-system", owned), dry)
 			return err
 		}},
-		{"a StatefulSet that a second object owns too", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+		{"a StatefulSet that a second object owns too", creates, createSts(func(s *appsv1.StatefulSet) {
 			s.OwnerReferences = append(s.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: plain.Name, UID: plain.UID})
 		})},
-		{"a StatefulSet named for another placeholder", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+		{"a StatefulSet named for another placeholder", creates, createSts(func(s *appsv1.StatefulSet) {
 			s.Name, s.Labels[contract.LabelDriver] = "other-driver", "other-driver"
 		})},
-		{"a StatefulSet of two driver pods", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+		{"a StatefulSet of two driver pods", creates, createSts(func(s *appsv1.StatefulSet) {
 			s.Spec.Replicas = new(int32(2))
 		})},
-		{"a StatefulSet whose selector is wider than its driver pod", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+		{"a StatefulSet whose selector is wider than its driver pod", creates, createSts(func(s *appsv1.StatefulSet) {
 			delete(s.Spec.Selector.MatchLabels, contract.LabelSparkRole)
 		})},
-		{"a StatefulSet whose pods run something else than driverset wrap", "driverset-guard-creates", createSts(func(s *appsv1.StatefulSet) {
+		{"a StatefulSet whose pods run something else than driverset wrap", creates, createSts(func(s *appsv1.StatefulSet) {
 			c := &s.Spec.Template.Spec.Containers[0]
 			c.Image, c.Command, c.Args = "attacker/miner", []string{"/miner"}, nil
 		})},
-		{"a LoadBalancer Service for a placeholder", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+		{"a LoadBalancer Service for a placeholder", creates, createSvc(func(s *corev1.Service) {
 			s.Spec.Type, s.Spec.ClusterIP, s.Spec.PublishNotReadyAddresses = corev1.ServiceTypeLoadBalancer, "", false
 		})},
-		{"a Service with an external IP", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+		{"a Service with an external IP", creates, createSvc(func(s *corev1.Service) {
 			s.Spec.ClusterIP, s.Spec.ExternalIPs = "", []string{"192.0.2.10"}
 		})},
-		{"a headless Service selecting another workload", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+		{"a headless Service selecting another workload", creates, createSvc(func(s *corev1.Service) {
 			s.Spec.Selector = map[string]string{"app": "web"}
 		})},
-		{"a Service named for another placeholder", "driverset-guard-creates", createSvc(func(s *corev1.Service) {
+		{"a Service named for another placeholder", creates, createSvc(func(s *corev1.Service) {
 			s.Name = "other-driver-ds"
 		})},
 		{"a gated pod's nodeSelector tightened", "driverset-guard-pods",

@@ -35,6 +35,9 @@ const (
 	ReasonNotSparkSubmit = "not-spark-submit"
 	// ReasonSecondDriver: a pod of a driverset StatefulSet with an ordinal other than 0.
 	ReasonSecondDriver = "second-driver"
+	// ReasonNotAsBuilt: a StatefulSet or Service that driverset's ServiceAccount asked to create
+	// and that is not what driverset builds from a sealed placeholder (the creates entry).
+	ReasonNotAsBuilt = "not-as-built"
 	// reasonOther: a denial whose handler gave no class.
 	reasonOther = "other"
 )

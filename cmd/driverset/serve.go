@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -235,7 +236,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
-	// One limit for the four entries: they share the replica's memory.
+	// One limit for the five entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
 	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
@@ -260,6 +261,9 @@ func serve(ctx context.Context, args []string) error {
 		Metrics:    metrics.controller,
 		Seal:       sealer,
 	}
+	// Every StatefulSet and Service driverset's ServiceAccount creates is checked against the
+	// controller's own builder, on every replica (docs/design.md#what-a-create-may-be).
+	hooks.Register(webhook.CreatesPath, observed("creates", &webhook.Creates{Pods: mgr.GetAPIReader(), Builder: r}))
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
 	}
@@ -275,9 +279,13 @@ func serve(ctx context.Context, args []string) error {
 	// Ready also means the informer caches the webhooks read are filled: before that the
 	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
 	checks.readyz["informer-caches"] = cachesSynced(mgr.GetCache(), placeholders)
-	// The driver webhook reads LimitRanges from the cache: have that informer started with it.
-	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.LimitRange{}); err != nil {
-		return err
+	// The driver webhook reads LimitRanges from the cache, and the creates webhook StatefulSets
+	// too (the names and seal of an app, as the controller reads them): have those informers
+	// started with it, on replicas that do not lead as well.
+	for _, obj := range []client.Object{&corev1.LimitRange{}, &appsv1.StatefulSet{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return err
+		}
 	}
 	for _, s := range []struct {
 		name, addr string

@@ -16,6 +16,7 @@
 //   - SimSpark: a stand-in for a Spark image, running e2e/cmd/simspark as /opt/entrypoint.sh.
 //   - CoreDNS: /coredns on the same distroless-like base.
 //
-// WriteOCIArchive is deliberately small and deterministic: the same Image gives the same bytes,
-// so the same digest, and containerd sees an unchanged image as unchanged.
+// The writer (internal/oci, shared with hack/release) is deliberately small and deterministic:
+// the same Image gives the same bytes, so the same digest, and containerd sees an unchanged image
+// as unchanged.
 package images

@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/internal/oci"
 )
 
 // The images' names. The registry part is a name only: nothing is ever pulled from it.
@@ -16,30 +17,21 @@ const (
 
 // Users of the images.
 const (
-	NonRootUID = 65532 // distroless's nonroot, the Dockerfile's USER
-	SparkUID   = 185   // the spark user of Spark's images
+	NonRootUID = oci.NonRootUID // distroless's nonroot, the Dockerfile's USER
+	SparkUID   = 185            // the spark user of Spark's images
 )
 
 // defaultPath is the PATH distroless and Docker set.
-const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const defaultPath = oci.DefaultPath
 
 // SimSparkBinaryPath is where SimSpark also installs the simulator under its own name.
 const SimSparkBinaryPath = "/opt/simspark"
 
 func tmpDir() File { return File{Path: "/tmp", Mode: os.ModeDir | os.ModeSticky | 0o777} }
 
-// distroless is the part of gcr.io/distroless/static-debian13:nonroot that a static binary sees:
-// its users and groups, nonroot's home and /tmp.
-func distroless() []File {
-	return []File{
-		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\n" +
-			"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
-			"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
-		{Path: "/home/nonroot", Mode: os.ModeDir | 0o700, UID: NonRootUID, GID: NonRootUID},
-		tmpDir(),
-	}
-}
+// distroless is the part of gcr.io/distroless/static-debian13:nonroot that a static binary sees
+// (oci.NonRootBase, also the released image's base).
+func distroless() []File { return oci.NonRootBase() }
 
 // Pause is the pod sandbox image: bin is the program in ./pause, run as /pause.
 func Pause(bin []byte) Image {
@@ -50,15 +42,12 @@ func Pause(bin []byte) Image {
 	}
 }
 
-// Driverset is the Dockerfile's image: bin (cmd/driverset) at /driverset on the distroless base.
+// Driverset is the Dockerfile's image: bin (cmd/driverset) at /driverset on the distroless base,
+// as the release builds it (oci.Driverset).
 func Driverset(bin []byte) Image {
-	return Image{
-		Name:       DriversetName,
-		Files:      append(distroless(), File{Path: "/driverset", Mode: 0o755, Data: bin}),
-		Entrypoint: []string{"/driverset"},
-		Env:        []string{defaultPath},
-		User:       "65532:65532",
-	}
+	img := oci.Driverset(bin)
+	img.Name = DriversetName
+	return img
 }
 
 // SimSpark stands in for a Spark image: bin (e2e/cmd/simspark) is the entrypoint at the path

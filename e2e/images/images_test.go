@@ -1,10 +1,13 @@
 package images
 
 import (
+	"bytes"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/driverset/driverset/internal/oci/ocitest"
 )
 
 // TestImages reads each image back from its archive: what a container of it would see.
@@ -56,17 +59,20 @@ func TestImages(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := writeArchive(t, tc.img)
-			a := readArchive(t, b)
-			if got := a.index.Manifests[0].Annotations["io.containerd.image.name"]; got != tc.name {
+			var buf bytes.Buffer
+			if _, err := WriteOCIArchive(&buf, tc.img); err != nil {
+				t.Fatal(err)
+			}
+			a := ocitest.ReadArchive(t, buf.Bytes())
+			if got := a.Index.Manifests[0].Annotations["io.containerd.image.name"]; got != tc.name {
 				t.Errorf("name %q", got)
 			}
-			c := a.config.Config
+			c := a.Config.Config
 			if !reflect.DeepEqual(c.Entrypoint, tc.entrypoint) || c.User != tc.user || c.WorkingDir != tc.workdir || len(c.Cmd) != 0 {
 				t.Errorf("config %+v", c)
 			}
-			got := map[string]layerEntry{}
-			for _, e := range a.layer {
+			got := map[string]ocitest.LayerEntry{}
+			for _, e := range a.Layer {
 				got[e.Name] = e
 			}
 			for name, want := range tc.files {

@@ -72,6 +72,14 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 					t.Errorf("%s matches %v, want only %q", n, conds, want)
 				}
 			}
+			// What a policy cannot check (the owner is a sealed placeholder, the template is what
+			// driverset builds from it) is the creates webhook's: the same ServiceAccount only,
+			// and always closed.
+			creates := webhookNamed(t, in.objs, "creates.driverset.dev")
+			expect(t, creates, "Fail", "failurePolicy")
+			expect(t, creates, "Never", "reinvocationPolicy")
+			expect(t, creates, []any{map[string]any{"name": "driverset",
+				"expression": "request.userInfo.username == 'system:serviceaccount:" + in.ns + ":driverset'"}}, "matchConditions")
 		})
 	}
 	for _, u := range mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}) {
@@ -79,6 +87,21 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 			t.Errorf("guardRails.enabled=false still renders %s %s", u.GetKind(), u.GetName())
 		}
 	}
+	if slices.Contains(webhookNames(t, mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}})), "creates.driverset.dev") {
+		t.Error("guardRails.enabled=false still renders the webhook creates.driverset.dev")
+	}
+}
+
+// webhookNamed is the entry name of driverset's MutatingWebhookConfiguration in objs.
+func webhookNamed(t *testing.T, objs []*unstructured.Unstructured, name string) map[string]any {
+	t.Helper()
+	for _, h := range webhooks(t, objs) {
+		if h["name"] == name {
+			return h
+		}
+	}
+	t.Fatalf("no webhook %s in %v", name, webhookNames(t, objs))
+	return nil
 }
 
 // The annotations the controller writes on a placeholder are the ones driverset-guard-pods lets

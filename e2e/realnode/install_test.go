@@ -10,12 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/harness"
+	"github.com/driverset/driverset/e2e/testbed"
 )
 
 // driversetNamespace is where install.yaml puts driverset.
@@ -61,27 +60,7 @@ func installDriverset(ctx context.Context) error {
 		return fmt.Errorf("driverset's Deployment never became ready (%s): %w\n%s", last, err, podsReport(ctx, driversetNamespace))
 	}
 	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
-	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "driverset-check", Namespace: "default",
-				Labels: map[string]string{contract.LabelSparkRole: contract.RoleDriver, contract.LabelResilient: "true"}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
-				Name: contract.DriverContainerName, Image: bed.images.simspark, Args: []string{"driver", "--class", "Check", "check.jar"},
-			}}},
-		}
-		got, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		for _, g := range got.Spec.SchedulingGates {
-			if g.Name == contract.GatePlaceholder {
-				return true, nil
-			}
-		}
-		last = fmt.Sprintf("no gate: %v", got.Spec.SchedulingGates)
-		return false, nil
-	})
+	return testbed.WaitConverts(ctx, c, bed.images.simspark, 2*time.Minute)
 }
 
 // podsReport says where each pod of ns is and why it is not ready, for failure messages.

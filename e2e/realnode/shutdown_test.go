@@ -412,7 +412,8 @@ func describeStop(p *corev1.Pod) string {
 	b.WriteString("phase " + string(p.Status.Phase) + ", reason " + p.Status.Reason + ", message " + p.Status.Message)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget {
-			b.WriteString("; DisruptionTarget " + string(c.Status) + " " + c.Reason + ": " + c.Message)
+			// Its time is logged: driverset takes an exit finished before it for the driver's own.
+			b.WriteString("; DisruptionTarget " + string(c.Status) + " " + c.Reason + " at " + c.LastTransitionTime.UTC().Format(time.RFC3339) + ": " + c.Message)
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {
@@ -424,7 +425,8 @@ func describeStop(p *corev1.Pod) string {
 func containerState(s corev1.ContainerState) string {
 	switch {
 	case s.Terminated != nil:
-		return fmt.Sprintf("terminated %d %s %q", s.Terminated.ExitCode, s.Terminated.Reason, strings.TrimSpace(s.Terminated.Message))
+		return fmt.Sprintf("terminated %d %s at %s %q", s.Terminated.ExitCode, s.Terminated.Reason,
+			s.Terminated.FinishedAt.UTC().Format(time.RFC3339), strings.TrimSpace(s.Terminated.Message))
 	case s.Running != nil:
 		return "running"
 	case s.Waiting != nil:

@@ -127,6 +127,8 @@ type seenDriver struct {
 	// Always) or the pod is deleted, between two polls.
 	streamed  string
 	following bool
+	// startedSeen is when waitNewDriver saw this driver start the job (within the 1 s poll).
+	startedSeen time.Time
 }
 
 // runSpark submits the job of d in a namespace of its own, opted in when resilient; during,
@@ -601,6 +603,7 @@ func waitNewDriver(t *testing.T, r *sparkRun, first *seenDriver, started *regexp
 		for _, d := range r.driverLogs() {
 			if d.created.After(first.created) && started.MatchString(d.log) {
 				found = d
+				found.startedSeen = time.Now()
 				return true, nil
 			}
 		}

@@ -91,6 +91,11 @@ func TestStreamThroughTheLossOfItsDriversNode(t *testing.T) {
 			continue
 		}
 		d, err := spark.Find(bed.images.spark, c.version)
+		if err == nil && c.query == streamDStream {
+			if has, herr := d.HasDStreams(); herr != nil || !has {
+				err = fmt.Errorf("no spark-streaming in Spark %s's jars (%v)", d.Version, herr)
+			}
+		}
 		if err != nil || (c.query == streamPython && d.Python == "") {
 			// A case CI counts on must not vanish because its version was not built (unless
 			// someone chose the versions by hand).
@@ -111,6 +116,7 @@ const (
 	streamStateless = "stateless" // DriversetStream: the file sink
 	streamStateful  = "stateful"  // DriversetStreamState: state, written by foreachBatch
 	streamPython    = "python"    // driverset_stream.py: PySpark's file sink
+	streamDStream   = "dstream"   // DriversetDStream: Spark Streaming (DStreams), 3.5.6 only
 	lossKilled      = "killed"    // the node killed hard, then the out-of-service taint
 	lossPartitioned = "partitioned"
 	lossThrows      = "throws" // the driver throws once after some batches (not a node loss)
@@ -133,16 +139,25 @@ var streamCases = []streamCase{ //nolint:gochecknoglobals // a table
 	{version: "4.1.1", query: streamPython, loss: lossPartitioned},
 	{version: "3.5.6", query: streamStateless, loss: lossThrows},
 	{version: "4.1.1", query: streamStateful, loss: lossThrows},
+	{version: "3.5.6", query: streamDStream, loss: lossKilled},
 }
 
-func runStream(t *testing.T, d spark.Dist, c streamCase) {
+// runStream runs case c on Spark d, checks every promise of TestStreamThroughTheLossOfItsDriversNode,
+// and returns what the stream's recovery was made of (zero when c loses no node).
+func runStream(t *testing.T, d spark.Dist, c streamCase) streamDowntime {
 	shared := newSharedStorage(t)
 	events := newEventLogs(t, !strings.HasPrefix(d.Version, "3."))
 	args := []string{"/shared/checkpoint", "/shared/out", fmt.Sprint(streamRows), fmt.Sprint(streamBatches), fmt.Sprint(streamBatchMillis)}
 	if c.loss == lossThrows {
 		args = append(args, "fail-once")
 	}
-	job := sparkJob{resilient: true, args: args, conf: events.with(shared.conf())}
+	conf := shared.conf()
+	if c.query != streamDStream {
+		// A DStream app runs with the app id of the incarnation that wrote its checkpoint (below):
+		// with the event log on, its later incarnations find that one's log in the way.
+		conf = events.with(conf)
+	}
+	job := sparkJob{resilient: true, args: args, conf: conf}
 	switch c.query {
 	case streamStateless:
 		job.class = spark.StreamClass
@@ -150,10 +165,13 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) {
 		job.class = spark.StreamStateClass
 	case streamPython:
 		job.python, job.pyFile = true, spark.PyStreamPath
+	case streamDStream:
+		job.class = spark.DStreamClass
 	}
 	job.conf["spark.executor.instances"] = "1"
 	job.conf["spark.sql.shuffle.partitions"] = "2"
 	var fenced fence
+	var down streamDowntime
 	if c.loss == lossPartitioned {
 		job.conf["spark.kubernetes.driver.annotation."+contract.AnnotationSelfFence] = streamSelfFence.String()
 		job.prepare = func(t *testing.T, ns string) { bindHeartbeat(t, ns, "default") }
@@ -170,10 +188,11 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) {
 		default:
 			return
 		}
-		logDowntime(t, r, second, lost, confirmed)
+		down = measureDowntime(t, r, second, lost, confirmed)
 	})
 	if c.loss == lossPartitioned {
 		fenced.expect(t)
+		down.oldJVMGone = fenced.oldExit
 	}
 	if r.code != 0 || last(r.phases()) != "Succeeded" {
 		t.Errorf("spark-submit exited %d, phases %v; want 0 and Succeeded", r.code, r.phases())
@@ -194,14 +213,19 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) {
 	switch {
 	case err != nil:
 		t.Errorf("the new driver's resume: %v", err)
-	case resumed == 0 || (c.loss != lossThrows && resumed < streamKillAfter):
+	// A DStream driver runs again the batches its checkpoint had pending (at least once; each
+	// batch's file is replaced whole), so it may resume a batch before the last one committed.
+	case resumed == 0 || (c.loss != lossThrows && c.query != streamDStream && resumed < streamKillAfter):
 		t.Errorf("the new driver resumed at batch %d; the first had committed at least %d batches", resumed, streamKillAfter)
 	}
 	t.Logf("the new driver on %s resumed at batch %d (the first one had committed at least %d before it was lost)", newest.node, resumed, streamKillAfter)
 	out := shared.host("/shared/out")
-	if c.query == streamStateful {
+	switch c.query {
+	case streamStateful:
 		err = spark.CheckStateBatches(out, streamRows, streamBatches)
-	} else {
+	case streamDStream:
+		err = spark.CheckValueBatches(out, streamRows, streamBatches)
+	default:
 		err = spark.CheckFileSink(out, streamRows, streamBatches)
 	}
 	if err != nil {
@@ -209,12 +233,24 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) {
 	} else {
 		t.Logf("exactly once: the %s output of %d batches of %d values is what a run without loss gives", c.query, streamBatches, streamRows)
 	}
+	if c.query == streamDStream {
+		// StreamingContext.getOrCreate restores the whole SparkConf of the checkpoint but a
+		// reload list (Spark's Checkpoint.createSparkConf), and spark.app.id is not on it: the
+		// later incarnation runs with the id of the one that wrote the checkpoint, whatever
+		// driverset gives it (docs/limits.md). Should Spark ever reload it, this says so.
+		if started[1] != started[0] {
+			t.Errorf("the recovered DStream driver ran with app id %s, the first with %s: Spark now reloads spark.app.id (update docs/limits.md)", started[1], started[0])
+		}
+		t.Logf("the DStream app's two incarnations ran with app ids %v (restored from the checkpoint)", started)
+		return down
+	}
 	expectOwnAppIDs(t, started)
 	if c.loss == lossThrows {
 		events.expect(t, d, started) // a driver that throws stops its SparkContext: its log is finished
 	} else {
 		events.expect(t, d, started, started[0])
 	}
+	return down
 }
 
 // fence is what the host's process table showed of a partition: when the cut was made, when the
@@ -262,29 +298,6 @@ func partitionDriverNodeAfter(t *testing.T, r *sparkRun, re *regexp.Regexp, n in
 		t.Errorf("the new driver runs on the cut-off node %s", f.node)
 	}
 	return f, second
-}
-
-// logDowntime waits for the first batch that the new driver (second) commits and says how long
-// the stream was down: from the node's loss (lost) to that commit, and from the proof of the loss
-// (confirmed, the taint; zero when nobody gave one) and from the new driver pod's creation.
-func logDowntime(t *testing.T, r *sparkRun, second *seenDriver, lost, confirmed time.Time) {
-	t.Helper()
-	var committed time.Time
-	waitFor(t, 3*time.Minute, "the new driver's first committed batch", func(context.Context) (bool, error) {
-		for _, d := range r.driverLogs() {
-			if d.pod == second.pod && d.created.Equal(second.created) && reStreamCommitted.MatchString(d.log) {
-				committed = time.Now()
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	msg := fmt.Sprintf("stream down %.1fs: from the node's loss to the new driver's first committed batch (within the 1 s poll); "+
-		"its pod was made %.1fs after the loss", committed.Sub(lost).Seconds(), second.created.Sub(lost).Seconds())
-	if !confirmed.IsZero() {
-		msg += fmt.Sprintf(", %.1fs after the proof (the taint); the batch came %.1fs after the proof", second.created.Sub(confirmed).Seconds(), committed.Sub(confirmed).Seconds())
-	}
-	t.Log(msg)
 }
 
 // expect: the old driver's JVM ended (wrap's self-fencing) before the new one started, as the

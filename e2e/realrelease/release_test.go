@@ -1,0 +1,227 @@
+//go:build testbed
+
+// Package realrelease installs a release from its folder alone on real nodes: what a platform
+// team does with dist/. A test bed of its own (one real node), not e2e/realnode's, whose shared
+// install from the repository's manifests this one would replace.
+package realrelease
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/driverset/driverset/e2e/harness"
+	"github.com/driverset/driverset/e2e/images"
+	"github.com/driverset/driverset/e2e/testbed"
+	"github.com/driverset/driverset/internal/oci"
+)
+
+// releaseDirEnv names a release folder to install (say dist/ after `make release`); unset, the
+// test builds one with hack/release into a temp dir.
+const releaseDirEnv = "DRIVERSET_RELEASE_DIR"
+
+// TestReleaseInstallsFromDist loads the released image into a real node as a registry pull would
+// leave it, applies the released install.yaml and nothing else, and waits for driverset's
+// replicas to be Ready on the image install.yaml pins, and for its webhook to convert an opted-in
+// driver pod (the README's install check).
+func TestReleaseInstallsFromDist(t *testing.T) {
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
+	ctrllog.SetLogger(logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist := os.Getenv(releaseDirEnv)
+	if dist == "" {
+		dist = filepath.Join(t.TempDir(), "dist")
+		start := time.Now()
+		// The node runs the host's architecture: the other platforms would only be compiled
+		// (minutes cold) and never run; hack/release's test and `make release-check` read them.
+		cmd := exec.CommandContext(ctx, "go", "run", "./hack/release", "-out", dist, "-version", "v0.0.0-e2e",
+			"-image-repo", "registry.test/driverset/driverset", "-platforms", "linux/"+runtime.GOARCH, "-allow-dirty")
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/release: %v\n%s", err, b)
+		}
+		t.Logf("release built into %s in %s", dist, time.Since(start).Round(time.Second))
+	}
+	ref, err := os.ReadFile(filepath.Join(dist, "image-ref.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// repo:tag@sha256:…; a pod of install.yaml names repo@sha256:…, which the kubelet asks
+	// containerd for. A pull records both names; the import names the index both ways too.
+	repoTag, digest, ok := strings.Cut(strings.TrimSpace(string(ref)), "@")
+	if !ok {
+		t.Fatalf("image-ref.txt: %q", ref)
+	}
+	pinned := repoTag[:strings.LastIndex(repoTag, ":")] + "@" + digest
+
+	dir := t.TempDir()
+	layout, err := oci.ReadLayoutDir(filepath.Join(dist, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := layout.Tag(digest, map[string]string{oci.AnnotationContainerdName: pinned}); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "release-image.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := layout.WriteTar(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pauseBin, err := images.GoBinary(ctx, "./e2e/images/pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := filepath.Join(dir, "pause.tar")
+	if _, err := images.WriteOCIArchiveFile(pause, images.Pause(pauseBin)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Not in t.TempDir: a failed run keeps the test bed's logs there.
+	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cluster, err := testbed.Start(ctx, testbed.Options{
+		Nodes: -1, RealNodes: 1,
+		Images: []string{pause, archive}, PauseImage: images.PauseName,
+		Dir: filepath.Join(bedDir, "testbed"), Log: os.Stderr,
+	})
+	if err != nil {
+		t.Fatalf("%v (logs in %s)", err, bedDir)
+	}
+	defer func() {
+		if t.Failed() {
+			cluster.KeepLogs()
+		}
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("test bed logs kept in %s", bedDir)
+		} else {
+			_ = os.RemoveAll(bedDir)
+		}
+	}()
+	t.Logf("test bed with one real node up in %s", time.Since(start).Round(time.Second))
+
+	start = time.Now()
+	in, err := os.Open(filepath.Join(dist, "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := harness.Decode(in)
+	_ = in.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Apply(ctx, cluster.Config, objs); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.Client
+	const ns = "driverset-system"
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := c.AppsV1().Deployments(ns).Get(ctx, "driverset", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, *d.Spec.Replicas)
+		// The node has the image only from the release's layout: a pull means it did not find it,
+		// and no registry is reachable to end it.
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					if w := cs.State.Waiting; w != nil && strings.Contains(w.Reason, "Image") {
+						return false, fmt.Errorf("pod %s: %s: %s", p.Name, w.Reason, w.Message)
+					}
+				}
+			}
+		}
+		return d.Status.ReadyReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas, nil
+	})
+	if err != nil {
+		t.Fatalf("driverset never became ready (%s): %v\n%s", last, err, podsReport(ctx, c, ns))
+	}
+	t.Logf("driverset Ready from the release's install.yaml in %s", time.Since(start).Round(time.Second))
+
+	// The pods run the released image: the one install.yaml pins, which the node had only from
+	// the release's layout (no registry is reachable here).
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			running++
+			t.Logf("pod %s on %s: container %s runs %s (image ID %s)", p.Name, p.Spec.NodeName, cs.Name, cs.Image, cs.ImageID)
+			// The image ID is the index's repo digest, as after a pull of the pinned reference
+			// (the runtime reports the tag it also knows as the image).
+			if cs.ImageID != pinned {
+				t.Errorf("pod %s runs image ID %s (%s), want %s", p.Name, cs.ImageID, cs.Image, pinned)
+			}
+			if !cs.Ready {
+				t.Errorf("pod %s: container %s not ready", p.Name, cs.Name)
+			}
+		}
+		for _, ct := range p.Spec.Containers {
+			if ct.Image != pinned {
+				t.Errorf("pod %s: container %s names %s, want %s", p.Name, ct.Name, ct.Image, pinned)
+			}
+		}
+	}
+	if running < 2 {
+		t.Errorf("%d containers of driverset run, want 2 replicas", running)
+	}
+
+	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
+	if err := testbed.WaitConverts(ctx, c, "apache/spark", 2*time.Minute); err != nil {
+		t.Fatalf("the released driverset: %v", err)
+	}
+}
+
+// podsReport says where each pod of ns is and why it is not ready, for failure messages.
+func podsReport(ctx context.Context, c kubernetes.Interface, ns string) string {
+	l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	s := ""
+	for _, p := range l.Items {
+		s += fmt.Sprintf("  %s on %q: %s %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
+		for _, cs := range p.Status.ContainerStatuses {
+			s += fmt.Sprintf("    %s image %s (%s) ready=%v restarts=%d state=%+v\n", cs.Name, cs.Image, cs.ImageID, cs.Ready, cs.RestartCount, cs.State)
+		}
+	}
+	return s
+}
