@@ -3,14 +3,11 @@ package controller
 import (
 	"context"
 	"slices"
+	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -23,62 +20,61 @@ import (
 // and submitting it again (a stream's code upgrade, with its checkpoint) never runs two drivers,
 // also when the old one sits on a node that is only cut off. Until p goes, the garbage collector
 // leaves what it owns (S, H, Spark's ConfigMap and Service); then it deletes them.
-func (r *Placeholder) stopDeletedApp(ctx context.Context, p *corev1.Pod) (ctrl.Result, error) {
-	names, err := r.namesOf(ctx, p)
+//
+// It observes, plans and applies twice: S is stopped before S-0 is read, since a read before the
+// scale-down could miss an S-0 the StatefulSet controller makes in between, and let p go beside it.
+func (r *Placeholder) stopDeletedApp(ctx context.Context, s *Snapshot) (ctrl.Result, error) {
+	if err := r.observeDeletedApp(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := r.apply(ctx, s, planStopStatefulSet(s)); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.observeDeletedAppsDriver(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	pl, err := r.planWith(ctx, s, planDeletedApp)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var sts appsv1.StatefulSet
-	err = r.apiReader().Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
+	if _, err := r.apply(ctx, s, pl.Steps); err != nil {
 		return ctrl.Result{}, err
-	case metav1.IsControlledBy(&sts, p):
-		if err := r.scaleToZero(ctx, &sts); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
-	var driver corev1.Pod
-	err = r.apiReader().Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.DriverPodName()}, &driver)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return ctrl.Result{}, err
-	case ofStatefulSet(&driver, names.StatefulSet):
-		// Its deletion is the StatefulSet controller's (S at 0), its end the kubelet's or the
-		// proof's; the Outcomes reconciler lets it go then. A driver that opted into fencing is
-		// fenced on a lost node as while the app lived: without it, a deleted app whose node is
-		// only cut off would wait for an admin, its driver long stopped by wrap.
-		var admitted map[string]string
-		if sts.UID != "" {
-			admitted = rememberedSettings(&sts)
-		}
-		if err := r.fenceDeletedAppsDriver(ctx, p, &driver, admitted); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{RequeueAfter: outcomePoll}, nil
-	}
-	log.FromContext(ctx).Info("the deleted app's driver has stopped; letting its placeholder go", "placeholder", p.Namespace+"/"+p.Name)
-	return ctrl.Result{}, letGo(ctx, r.Client, p)
+	return ctrl.Result{RequeueAfter: pl.Requeue}, nil
 }
 
-// fenceDeletedAppsDriver fences the driver of deleted app p when its node is lost and its fencing
-// (fence-after, self-fence, within the admin's bounds) says so, as trackLoss does while the app
-// lives; admitted are the settings S remembers (nil when S is gone).
-func (r *Placeholder) fenceDeletedAppsDriver(ctx context.Context, p, driver *corev1.Pod, admitted map[string]string) error {
+// planStopStatefulSet stops the deleted app's driver: S, when it is P's, is scaled to 0.
+func planStopStatefulSet(s *Snapshot) []Step {
+	if sts := s.StatefulSet.Value; sts != nil && metav1.IsControlledBy(sts, s.Placeholder.Value) {
+		return []Step{scaleToZeroStep{}}
+	}
+	return nil
+}
+
+// planDeletedApp decides on the deleted app's S-0, read after S was stopped: while it is there,
+// wait for it (its deletion is the StatefulSet controller's, its end the kubelet's or the proof's,
+// and the Outcomes reconciler lets it go then), fencing it on a lost node as while the app lived
+// (planFence) when its driver may still run and its fencing (fence-after, self-fence, within the
+// admin's bounds) says so: without that, a deleted app whose node is only cut off would wait for
+// an admin, its driver long stopped by wrap. Once it is gone, P is let go.
+func planDeletedApp(s *Snapshot, cfg Config, now time.Time) Plan {
+	p, driver := s.Placeholder.Value, s.Driver.Value
+	if driver == nil {
+		return Plan{Steps: []Step{releasePlaceholderStep{}}}
+	}
+	pl := Plan{Requeue: outcomePoll}
 	if driver.Spec.NodeName == "" || !mayStillRun(driver, driverContainer(p)) {
-		return nil
+		return pl
 	}
-	settings, _ := effectiveSettings(p.Annotations, admitted, r.FenceAfter)
-	fenceAfter, _, _ := r.fencing(p, settings.FenceAfter)
-	live := map[string]*corev1.Node{}
-	loss, err := r.assessLoss(ctx, p, driver, fenceAfter, r.now(), live)
-	if err != nil || !loss.Fence {
-		return err
+	pl.Settings, _ = settingsOf(p, s.StatefulSet.Value, cfg)
+	loss, need := assessed(s, pl.Settings.FenceAfter, now)
+	if len(need) > 0 {
+		return Plan{Need: need, Settings: pl.Settings}
 	}
-	_, err = r.fence(ctx, p, driver, loss, fenceAfter, live)
-	return err
+	if loss.Fence {
+		pl.Steps = append(pl.Steps, planFence(p, driver, loss, pl.Settings.FenceAfter, now))
+	}
+	return pl
 }
 
 // ofStatefulSet reports whether pod is controlled by a StatefulSet named name (of any UID: one

@@ -145,8 +145,8 @@ func TestCachedKindsAreBounded(t *testing.T) {
 }
 
 // Every field the controller and the webhooks read from a cached StatefulSet, Service or heartbeat
-// Lease is kept, as driverset and wrap make them. The readers: existing, unsealed, namesOf,
-// keepClaims, createOrGet, placeholderOfStatefulSet (who controls it), correctReplicas and
+// Lease is kept, as driverset and wrap make them. The readers: observe, unsealed, namesOf,
+// ownStatefulSet, createOrGet, placeholderOfStatefulSet (who controls it), planReplicas, setReplicas and
 // scaleToZero (replicas, with the resourceVersion of the optimistic lock), rememberedSettings
 // (the admitted settings), driverPodFailure (UID, creation, replicas), the orphan reconciler's
 // predicate (the driver label, controller, replicas), statefulSetChanged (generation, labels,

@@ -7,118 +7,142 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
 )
 
-// clearStaleExecutors removes the executors that earlier incarnations of the driver left (their
-// names collide with the ones the new driver makes, which reuses the executor name prefix on Spark
-// 2.4/3.0; a driver of a template without an app id of its own per incarnation would also count
-// them as its own failed executors; and they may still run tasks for a driver that is gone), then
-// lifts the gate that holds the new incarnation. It returns a note for the placeholder's status while executors remain.
-func (r *Placeholder) clearStaleExecutors(ctx context.Context, p, driver *corev1.Pod) (string, error) {
+// The stale-executor gate: the executors that earlier incarnations of the driver left are removed
+// before the gate that holds the new incarnation is lifted (their names collide with the ones the
+// new driver makes, which reuses the executor name prefix on Spark 2.4/3.0; a driver of a template
+// without an app id of its own per incarnation would also count them as its own failed executors;
+// and they may still run tasks for a driver that is gone).
+
+// observeExecutors lists, from the cache, the executors labelled for S-0's StatefulSet that mine
+// selects, and reads their Nodes from the cache.
+func (r *Placeholder) observeExecutors(ctx context.Context, s *Snapshot, mine func(e *corev1.Pod) bool) error {
+	at := r.now()
 	var list corev1.PodList
-	err := r.Client.List(ctx, &list, executorsOf(driver)...)
-	if err != nil {
-		return "", err
+	if err := r.Client.List(ctx, &list, executorsOf(s.Driver.Value)...); err != nil {
+		return err
 	}
-	n, forced := 0, 0
-	live := map[string]*corev1.Node{}
+	var kept []corev1.Pod
 	for i := range list.Items {
-		e := &list.Items[i]
+		if e := &list.Items[i]; mine(e) {
+			kept = append(kept, *e)
+		}
+	}
+	s.Executors = reading(kept, FromCache, at)
+	if s.ExecutorNodes == nil {
+		s.ExecutorNodes = map[string]Read[*corev1.Node]{}
+	}
+	for i := range kept {
+		name := kept[i].Spec.NodeName
+		if _, read := s.ExecutorNodes[name]; name == "" || read {
+			continue
+		}
+		node, err := getCached(ctx, r, &corev1.Node{}, "", name)
+		if err != nil {
+			return err
+		}
+		s.ExecutorNodes[name] = node
+	}
+	return nil
+}
+
+// observeExecutorNodesLive reads from the apiserver each executor's Node that the cache says is
+// proven down: a force-delete cannot be undone.
+func (r *Placeholder) observeExecutorNodesLive(ctx context.Context, s *Snapshot) error {
+	for i := range s.Executors.Value {
+		e := &s.Executors.Value[i]
+		name := e.Spec.NodeName
+		if _, read := s.LiveNodes[name]; name == "" || read || provenDown(e, s.ExecutorNodes[name].Value) == "" {
+			continue
+		}
+		node, err := r.liveNode(ctx, name)
+		if err != nil {
+			return err
+		}
+		s.LiveNodes[name] = node
+	}
+	return nil
+}
+
+// gatePlan is the stale-executor part of a plan: the deletions, and the gate lifted when none is
+// left; Note is for P's status.
+type gatePlan struct {
+	Need  []Need
+	Steps []Step
+	Note  string
+}
+
+// planStaleExecutors removes the executors of incarnations earlier than S-0 (stale), then lifts
+// the gate that holds S-0. When each one is force-deleted, the gate is lifted in the same pass, on
+// the precondition that the apiserver lists none left (a finalizer may keep one), rather than a
+// requeue later, once the cache says so.
+func planStaleExecutors(s *Snapshot) gatePlan {
+	p, driver := s.Placeholder.Value, s.Driver.Value
+	if !s.Executors.Taken() {
+		return gatePlan{Need: []Need{NeedExecutors}}
+	}
+	var g gatePlan
+	n, forced := 0, 0
+	for i := range s.Executors.Value {
+		e := &s.Executors.Value[i]
 		if !stale(e, p, driver) {
 			continue
 		}
 		n++
-		force, err := r.deleteExecutor(ctx, e, live)
-		if err != nil {
-			return "", err
-		}
-		if force {
-			forced++
+		del, need := planExecutorDelete(e, s)
+		switch {
+		case need:
+			g.Need = []Need{NeedExecutorNodesLive}
+		case del != nil:
+			g.Steps = append(g.Steps, *del)
+			if del.Force {
+				forced++
+			}
 		}
 	}
-	if n > 0 && forced == n {
-		// Each one was force-deleted: do not wait a requeue for the cache to say so, but make sure
-		// from the apiserver (a finalizer may keep one).
-		if n, err = r.staleExecutorsLive(ctx, p, driver); err != nil {
-			return "", err
-		}
+	if len(g.Need) > 0 {
+		return gatePlan{Need: g.Need}
 	}
 	if n > 0 {
-		return fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), n), nil
+		g.Note = fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), n)
 	}
-	// Under an optimistic lock: the decision is for this incarnation as read. Applied by name
-	// alone, a decision made on a stale cache would lift the gate of the next incarnation, which
-	// the earlier one's executors (not stale for it) must still hold.
-	patch := client.MergeFromWithOptions(driver.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	convert.RemoveGate(&driver.Spec, contract.GateStaleExecutors)
-	if err := r.Client.Patch(ctx, driver, patch); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return fmt.Sprintf("driver pod %s changed; looking again", podRef(driver)), nil
-		}
-		return "", err
+	switch {
+	case n == 0:
+		g.Steps = append(g.Steps, liftGateStep{})
+	case forced == n:
+		g.Steps = append(g.Steps, liftGateStep{UnlessStaleLive: true})
 	}
-	r.event(p, driver, corev1.EventTypeNormal, "ExecutorsCleared", "no executor of an earlier driver remains; driver pod %s may be scheduled", podRef(driver))
-	return "", nil
+	return g
 }
 
-// deleteExecutor deletes e and reports whether it force-deleted it. One on a node proven down
-// (provenDown, read live: deleted, or out of service) is force-deleted at once, as the driver pod
-// there; one that is already terminating on a node that is gone or not Ready is force-deleted,
-// since no kubelet will ever confirm its end. live keeps the Nodes read live in this pass.
-func (r *Placeholder) deleteExecutor(ctx context.Context, e *corev1.Pod, live map[string]*corev1.Node) (bool, error) {
-	uid := e.UID
-	opts := []client.DeleteOption{client.Preconditions{UID: &uid}}
-	force, err := r.onProvenDownNode(ctx, e, live)
-	if err != nil {
-		return false, err
+// planExecutorDelete is how executor e goes, nil while it is waited for; need when e's Node must
+// be read from the apiserver first. One on a node proven down (provenDown: deleted, or out of
+// service; on the cache, then on the apiserver) is force-deleted at once, as the driver pod there;
+// one already terminating on a node that is gone or not Ready is force-deleted, since no kubelet
+// will ever confirm its end; one terminating on a Ready node is waited for.
+func planExecutorDelete(e *corev1.Pod, s *Snapshot) (del *deleteExecutorStep, need bool) {
+	name := e.Spec.NodeName
+	cached := s.ExecutorNodes[name].Value
+	force := false
+	if name != "" && provenDown(e, cached) != "" {
+		live, read := s.LiveNodes[name]
+		if !read {
+			return nil, true
+		}
+		force = provenDown(e, live) != ""
 	}
 	if !force && e.DeletionTimestamp != nil {
-		if !r.deadNodeLetsGo(ctx, e, false) {
-			return false, nil
+		if !deadNodeReleases(e, cached, false) {
+			return nil, false
 		}
 		force = true
 	}
-	if force {
-		opts = append(opts, client.GracePeriodSeconds(0))
-	}
-	err = r.Client.Delete(ctx, e, opts...)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return force, nil
-	}
-	return force, err
-}
-
-// onProvenDownNode reports whether e's node is proven down: first on the cache, then, since a
-// force-delete cannot be undone, on the Node as the apiserver has it now.
-func (r *Placeholder) onProvenDownNode(ctx context.Context, e *corev1.Pod, live map[string]*corev1.Node) (bool, error) {
-	name := e.Spec.NodeName
-	if name == "" {
-		return false, nil // not scheduled: a graceful delete removes it at once
-	}
-	cached := &corev1.Node{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cached); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		cached = nil
-	}
-	if provenDown(e, cached) == "" {
-		return false, nil
-	}
-	node, read := live[name]
-	if !read {
-		var err error
-		if node, err = r.liveNode(ctx, name); err != nil {
-			return false, err
-		}
-		live[name] = node
-	}
-	return provenDown(e, node) != "", nil
+	return &deleteExecutorStep{Pod: e, Force: force}, false
 }
 
 // executorsOf selects the executors of the app whose driver pod (any incarnation) is driver: those
@@ -153,23 +177,66 @@ func ofApp(e, p *corev1.Pod, driverName string) bool {
 	return ref.Name == driverName || ref.UID == p.UID
 }
 
-// dropExecutorsOf deletes the executors of driver, an incarnation about to be force-deleted on
-// its lost node, and of the incarnations before it, as clearStaleExecutors would for the next
-// one: done first, in the same pass, the next incarnation usually finds none left when it is
-// admitted and is not held by the stale-executor gate at all, rather than waiting for a pass of
-// its own (on a node that held many drivers, that pass is what the last one waits for).
-// Whatever fails here is left to the gate, which holds the next incarnation until they are gone.
-// live holds the Nodes read from the apiserver in this pass.
-func (r *Placeholder) dropExecutorsOf(ctx context.Context, p, driver *corev1.Pod, live map[string]*corev1.Node) {
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, executorsOf(driver)...); err != nil {
+// dropExecutorsOf deletes the executors of S-0, an incarnation about to be force-deleted on its
+// lost node, and of the incarnations before it, as the gate would for the next one: done first, in
+// the same pass, the next incarnation usually finds none left when it is admitted and is not held
+// by the stale-executor gate at all, rather than waiting for a pass of its own (on a node that
+// held many drivers, that pass is what the last one waits for). It observes and plans within the
+// fence's apply, on s (whose LiveNodes hold the Nodes read live in this pass), and is best effort:
+// whatever fails here is left to the gate, which holds the next incarnation until they are gone.
+func (r *Placeholder) dropExecutorsOf(ctx context.Context, s *Snapshot) {
+	p, driver := s.Placeholder.Value, s.Driver.Value
+	mine := func(e *corev1.Pod) bool { return ofApp(e, p, driver.Name) }
+	if r.observeExecutors(ctx, s, mine) != nil || r.observeExecutorNodesLive(ctx, s) != nil {
 		return
 	}
-	for i := range list.Items {
-		if e := &list.Items[i]; ofApp(e, p, driver.Name) {
-			_, _ = r.deleteExecutor(ctx, e, live)
+	for i := range s.Executors.Value {
+		if del, _ := planExecutorDelete(&s.Executors.Value[i], s); del != nil {
+			_ = r.deleteExecutor(ctx, *del)
 		}
 	}
+}
+
+// deleteExecutor deletes the executor st names, under the precondition of its UID; one already
+// gone or replaced is no error.
+func (r *Placeholder) deleteExecutor(ctx context.Context, st deleteExecutorStep) error {
+	uid := st.Pod.UID
+	opts := []client.DeleteOption{client.Preconditions{UID: &uid}}
+	if st.Force {
+		opts = append(opts, client.GracePeriodSeconds(0))
+	}
+	err := r.Client.Delete(ctx, st.Pod, opts...)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// liftGate lifts S-0's stale-executor gate, under its resourceVersion: the decision is for this
+// incarnation as read. Applied by name alone, a decision made on a stale cache would lift the gate
+// of the next incarnation, which the earlier one's executors (not stale for it) must still hold.
+// With UnlessStaleLive, only once the apiserver lists no stale executor. It returns the note for
+// P's status.
+func (r *Placeholder) liftGate(ctx context.Context, p, driver *corev1.Pod, st liftGateStep) (string, error) {
+	if st.UnlessStaleLive {
+		n, err := r.staleExecutorsLive(ctx, p, driver)
+		if err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), n), nil
+		}
+	}
+	patch := client.MergeFromWithOptions(driver.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	convert.RemoveGate(&driver.Spec, contract.GateStaleExecutors)
+	if err := r.Client.Patch(ctx, driver, patch); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return fmt.Sprintf("driver pod %s changed; looking again", podRef(driver)), nil
+		}
+		return "", err
+	}
+	r.event(p, driver, corev1.EventTypeNormal, "ExecutorsCleared", "no executor of an earlier driver remains; driver pod %s may be scheduled", podRef(driver))
+	return "", nil
 }
 
 // staleExecutorsLive counts, on the apiserver, the executors of p's app that driver does not own.
@@ -186,24 +253,4 @@ func (r *Placeholder) staleExecutorsLive(ctx context.Context, p, driver *corev1.
 		}
 	}
 	return n, nil
-}
-
-// deadNodeLetsGo reports whether pod, Terminating on its node, may be force-deleted as far as the
-// node goes: the node is gone or not Ready, so no kubelet will confirm the deletion. When a
-// successor takes its place (the StatefulSet's next incarnation), the scheduler must also keep
-// that one off the node first (deadAndAvoided); a stale executor has none. The Node is read from
-// the cache.
-func (r *Placeholder) deadNodeLetsGo(ctx context.Context, pod *corev1.Pod, successor bool) bool {
-	if pod.Spec.NodeName == "" {
-		return true
-	}
-	var n corev1.Node
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &n); err != nil {
-		return apierrors.IsNotFound(err)
-	}
-	if successor {
-		return deadAndAvoided(&n, pod.Spec.Tolerations)
-	}
-	c := nodeReady(&n)
-	return c == nil || c.Status != corev1.ConditionTrue
 }

@@ -71,8 +71,7 @@ func lastSeen(e *corev1.Event) time.Time {
 // within bounds (failureEvents). It asks only once S-0 has been missing past missingDriverGrace
 // since sts was made.
 func (r *Placeholder) driverPodFailure(ctx context.Context, sts *appsv1.StatefulSet) (string, error) {
-	// Only ever a live read: through the cache this would watch every Event of the cluster.
-	if r.APIReader == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0 || r.now().Sub(sts.CreationTimestamp.Time) < missingDriverGrace {
+	if !r.asksWhyMissing(sts) {
 		return "", nil
 	}
 	msg, err := failureEvents(ctx, r.APIReader, sts, r.now())
@@ -80,6 +79,13 @@ func (r *Placeholder) driverPodFailure(ctx context.Context, sts *appsv1.Stateful
 		return "", err
 	}
 	return fmt.Sprintf("the StatefulSet %s cannot create the driver pod: %s", sts.Name, msg), nil
+}
+
+// asksWhyMissing reports whether driverPodFailure reads sts's Events: only once S-0 has been
+// missing past missingDriverGrace since sts was made, and only ever live (through the cache this
+// would watch every Event of the cluster).
+func (r *Placeholder) asksWhyMissing(sts *appsv1.StatefulSet) bool {
+	return r.APIReader != nil && sts.Spec.Replicas != nil && *sts.Spec.Replicas != 0 && r.now().Sub(sts.CreationTimestamp.Time) >= missingDriverGrace
 }
 
 // refusedError is a Create that the apiserver refused (quota, admission policy, validation): the

@@ -192,6 +192,20 @@ func nodeReady(n *corev1.Node) *corev1.NodeCondition {
 	return nil
 }
 
+// deadNodeReleases reports whether pod, Terminating on node (its Node as read; nil: gone), may be
+// force-deleted as far as the node goes: the node is gone or not Ready, so no kubelet will confirm
+// the deletion. When a successor takes its place (the StatefulSet's next incarnation), the
+// scheduler must also keep that one off the node first (deadAndAvoided); a stale executor has none.
+func deadNodeReleases(pod *corev1.Pod, node *corev1.Node, successor bool) bool {
+	if pod.Spec.NodeName == "" || node == nil {
+		return true
+	}
+	if successor {
+		return deadAndAvoided(node, pod.Spec.Tolerations)
+	}
+	return !nodeReadyTrue(node)
+}
+
 // deadAndAvoided is the node half of every force-delete on a lost node (a restarted driver's
 // recorded exit, an executor being cleared, fencing): the node is not Ready, so no kubelet will
 // confirm the deletion, and the scheduler will not place the next incarnation (same

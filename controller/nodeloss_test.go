@@ -46,7 +46,7 @@ func TestAssessNode(t *testing.T) {
 		{name: "driver not scheduled yet", driver: unscheduled, want: NodeLoss{}},
 		{name: "node Ready", driver: onNode, node: nodeWith(corev1.ConditionTrue, t0.Add(-time.Hour)), fenceAfter: time.Minute, want: NodeLoss{}},
 		{
-			// Proof for PodGC too (after its quarantine and a live GET, which trackLoss does
+			// Proof for PodGC too (after its quarantine and a live GET, which planLoss asks for
 			// before it acts): no kubelet is left to run the driver or to confirm its end.
 			name: "node object deleted: force-delete now, fence-after or not", driver: onNode, node: nil,
 			want: NodeLoss{Lost: true, Since: t0, Cause: CauseNodeDeleted, Fence: true},

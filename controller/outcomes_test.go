@@ -140,7 +140,7 @@ func TestReleasable(t *testing.T) {
 			}
 		})
 	}
-	// The placeholder's pass asks it of a pod not deleted yet too (recordKubeletStop).
+	// The placeholder's pass asks it of a pod not deleted yet too (kubeletStop).
 	notDeleted := shutDown()
 	notDeleted.DeletionTimestamp = nil
 	if release, why := releasable(notDeleted, app(nil), t0.Add(time.Hour), false); release {

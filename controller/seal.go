@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/seal"
 )
 
 // unsealed says why driverset builds nothing from P, or "" when it may. P's StatefulSet takes its
@@ -20,16 +21,24 @@ import (
 // one whose annotation was edited afterwards gets no driver. A StatefulSet P already controls was
 // built when P was sound (or before seals existed): it is kept, and nothing is built again.
 func (r *Placeholder) unsealed(ctx context.Context, p *corev1.Pod, names contract.Names) (string, error) {
-	err := r.Seal.Verify(p, p.CreationTimestamp.Time)
-	if err == nil {
+	if r.Seal.Verify(p, p.CreationTimestamp.Time) == nil {
 		return "", nil
 	}
 	var sts appsv1.StatefulSet
-	switch getErr := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); {
-	case getErr == nil && metav1.IsControlledBy(&sts, p):
-		return "", nil
-	case getErr != nil && client.IgnoreNotFound(getErr) != nil:
-		return "", getErr
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return "", err
+		}
+		return unsealedBy(r.Seal, p, nil), nil
 	}
-	return fmt.Sprintf("driverset builds no driver from this pod: %v", err), nil
+	return unsealedBy(r.Seal, p, &sts), nil
+}
+
+// unsealedBy is unsealed's decision with sealer, given sts, the StatefulSet of P's name (nil: none).
+func unsealedBy(sealer seal.Sealer, p *corev1.Pod, sts *appsv1.StatefulSet) string {
+	err := sealer.Verify(p, p.CreationTimestamp.Time)
+	if err == nil || sts != nil && metav1.IsControlledBy(sts, p) {
+		return ""
+	}
+	return fmt.Sprintf("driverset builds no driver from this pod: %v", err)
 }

@@ -108,13 +108,18 @@ func rememberedSettings(sts *appsv1.StatefulSet) map[string]string {
 // Bounds, and a warning saying what the bounds changed. An invalid self-fence was refused at
 // admission; one edited in later is off.
 func (r *Placeholder) fencing(p *corev1.Pod, fenceAfter time.Duration) (time.Duration, time.Duration, string) {
+	return fencingOf(r.Bounds, p, fenceAfter)
+}
+
+// fencingOf is fencing with the admin's bounds b.
+func fencingOf(b Bounds, p *corev1.Pod, fenceAfter time.Duration) (time.Duration, time.Duration, string) {
 	var selfFence time.Duration
 	if v, ok := p.Annotations[contract.AnnotationSelfFence]; ok {
 		if s, err := parseKnob(contract.AnnotationSelfFence, v); err == nil {
 			selfFence = s.SelfFence
 		}
 	}
-	return r.Bounds.bound(p.Namespace, fenceAfter, selfFence)
+	return b.bound(p.Namespace, fenceAfter, selfFence)
 }
 
 // joinWarnings joins the non-empty warnings.

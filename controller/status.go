@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,4 +209,34 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// statusEvents are the Events of P's status going from old to want, as v explains it: each
+// transition a user watching the placeholder would want to know about.
+func statusEvents(old, want corev1.PodStatus, v View) []Step {
+	var out []Step
+	if v.Invalid != "" && !strings.Contains(old.Message, v.Invalid) {
+		out = append(out, eventStep{Type: corev1.EventTypeWarning, Reason: "InvalidSetting", Note: v.Invalid})
+	}
+	driverEvent := func(eventType, reason, format string, args ...any) {
+		out = append(out, eventStep{Related: v.Driver, Type: eventType, Reason: reason, Note: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case v.Blocked != "" && want.Message != old.Message:
+		out = append(out, eventStep{Type: corev1.EventTypeWarning, Reason: ReasonFailedCreate, Note: v.Blocked})
+	case want.Phase == corev1.PodSucceeded && old.Phase != corev1.PodSucceeded:
+		driverEvent(corev1.EventTypeNormal, "Completed", "the driver completed (exit code 0) in pod %s", podRef(v.Driver))
+	case want.Phase == corev1.PodFailed && old.Phase != corev1.PodFailed:
+		driverEvent(corev1.EventTypeWarning, "Failed", "the driver failed with exit code %d in pod %s after %d restart(s)",
+			v.Outcome.Code, podRef(v.Driver), v.Restarts)
+	case v.Driver != nil && v.Driver.Spec.NodeName != "" && runningOn(want, v.Driver) && !runningOn(old, v.Driver) && !v.Recovered:
+		driverEvent(corev1.EventTypeNormal, "DriverRunning", "the driver runs in pod %s on node %s", podRef(v.Driver), v.Driver.Spec.NodeName)
+	}
+	return out
+}
+
+// runningOn reports whether st says the driver runs in pod d on its node.
+func runningOn(st corev1.PodStatus, d *corev1.Pod) bool {
+	m := runningMessage(d)
+	return st.Phase == corev1.PodRunning && (st.Message == m || strings.HasPrefix(st.Message, m+"; "))
 }

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestPlanStaleExecutors: the executors earlier incarnations left go before S-0's gate is lifted;
+// one is force-deleted only on a node the apiserver, not just the cache, says is proven down, or
+// once it is terminating on a node no kubelet will confirm its end from.
+func TestPlanStaleExecutors(t *testing.T) {
+	yes := true
+	p := planPlaceholder(nil)
+	driver := planDriver("inc-2", pendingStatus())
+	driver.Spec.NodeName = ""
+	executor := func(name, node string, owner types.UID, terminating bool) corev1.Pod {
+		e := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jobs", UID: types.UID(name + "-uid"),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pi-driver-0", UID: owner, Controller: &yes}}},
+			Spec: corev1.PodSpec{NodeName: node}}
+		if terminating {
+			e.DeletionTimestamp = &metav1.Time{Time: t0}
+		}
+		return e
+	}
+	ready := nodeWith(corev1.ConditionTrue, t0.Add(-time.Hour))
+	notReady := nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour))
+	outOfService := nodeWith(corev1.ConditionUnknown, t0.Add(-time.Hour), corev1.Taint{Key: TaintOutOfService, Effect: corev1.TaintEffectNoExecute})
+	snapshot := func(executors []corev1.Pod, cached map[string]*corev1.Node, live map[string]*corev1.Node) *Snapshot {
+		s := &Snapshot{Placeholder: reading(p, FromCache, t0), Driver: reading(driver, FromCache, t0),
+			Executors: reading(executors, FromCache, t0), ExecutorNodes: map[string]Read[*corev1.Node]{}, LiveNodes: live}
+		for name, n := range cached {
+			s.ExecutorNodes[name] = reading(n, FromCache, t0)
+		}
+		return s
+	}
+	on := func(n *corev1.Node) map[string]*corev1.Node { return map[string]*corev1.Node{"node-a": n} }
+
+	cases := []struct {
+		name  string
+		s     *Snapshot
+		need  []Need
+		steps []string // "delete e1", "force e1", "lift", "lift unless stale live"
+		note  string
+	}{
+		{name: "none: the gate is lifted", s: snapshot(nil, nil, nil), steps: []string{"lift"}},
+		{name: "only S-0's own executors: not stale, the gate is lifted",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-2", false)}, on(ready), nil), steps: []string{"lift"}},
+		{name: "a stale one on a Ready node: deleted gracefully, the gate waits",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", false)}, on(ready), nil), steps: []string{"delete e1"}, note: "waits for 1 executor(s)"},
+		{name: "a stale one terminating on a Ready node: its kubelet ends it, waited for",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true)}, on(ready), nil), note: "waits for 1 executor(s)"},
+		{name: "a stale one terminating on a node not Ready: force-deleted, the gate lifted once the apiserver lists none",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true)}, on(notReady), nil), steps: []string{"force e1", "lift unless stale live"},
+			note: "waits for 1 executor(s)"},
+		{name: "a stale one on a node the cache says is out of service: asks for the apiserver's Node",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", false)}, on(outOfService), map[string]*corev1.Node{}), need: []Need{NeedExecutorNodesLive}},
+		{name: "the apiserver says out of service too: force-deleted",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", false)}, on(outOfService), on(outOfService)), steps: []string{"force e1", "lift unless stale live"},
+			note: "waits for 1 executor(s)"},
+		{name: "the apiserver says it is back: deleted gracefully",
+			s: snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", false)}, on(outOfService), on(ready)), steps: []string{"delete e1"}, note: "waits for 1 executor(s)"},
+		{name: "one forced, one graceful: the gate waits for the cache",
+			s:     snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true), executor("e2", "", "inc-1", false)}, on(notReady), nil),
+			steps: []string{"force e1", "delete e2"}, note: "waits for 2 executor(s)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := planStaleExecutors(c.s)
+			if !slices.Equal(g.Need, c.need) {
+				t.Fatalf("needs %v, want %v", g.Need, c.need)
+			}
+			var steps []string
+			for _, st := range g.Steps {
+				switch st := st.(type) {
+				case deleteExecutorStep:
+					verb := "delete"
+					if st.Force {
+						verb = "force"
+					}
+					steps = append(steps, verb+" "+st.Pod.Name)
+				case liftGateStep:
+					steps = append(steps, map[bool]string{false: "lift", true: "lift unless stale live"}[st.UnlessStaleLive])
+				default:
+					steps = append(steps, fmt.Sprintf("%T", st))
+				}
+			}
+			if !slices.Equal(steps, c.steps) {
+				t.Errorf("steps %v, want %v", steps, c.steps)
+			}
+			if c.note == "" && g.Note != "" || !strings.Contains(g.Note, c.note) {
+				t.Errorf("note %q, want %q", g.Note, c.note)
+			}
+		})
+	}
+}
