@@ -79,8 +79,8 @@ func namespace(t *testing.T, labels map[string]string) string {
 // report logs, for a failed scenario, its pods, their drivers' logs and its Events.
 func report(t *testing.T, ns string) {
 	ctx := context.Background()
-	t.Logf("pods of %s:\n%s", ns, podsReport(ctx, ns))
-	t.Logf("pods of %s:\n%s", driversetNamespace, podsReport(ctx, driversetNamespace))
+	t.Logf("pods of %s:\n%s", ns, testbed.PodsReport(ctx, bed.cluster.Client, ns))
+	t.Logf("pods of %s:\n%s", driversetNamespace, testbed.PodsReport(ctx, bed.cluster.Client, driversetNamespace))
 	if pods, err := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, p := range pods.Items {
 			if p.Spec.NodeName == "" {

@@ -57,24 +57,8 @@ func installDriverset(ctx context.Context) error {
 		return d.Status.ReadyReplicas == *d.Spec.Replicas, nil
 	})
 	if err != nil {
-		return fmt.Errorf("driverset's Deployment never became ready (%s): %w\n%s", last, err, podsReport(ctx, driversetNamespace))
+		return fmt.Errorf("driverset's Deployment never became ready (%s): %w\n%s", last, err, testbed.PodsReport(ctx, bed.cluster.Client, driversetNamespace))
 	}
 	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
 	return testbed.WaitConverts(ctx, c, bed.images.simspark, 2*time.Minute)
-}
-
-// podsReport says where each pod of ns is and why it is not ready, for failure messages.
-func podsReport(ctx context.Context, ns string) string {
-	l, err := bed.cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	s := ""
-	for _, p := range l.Items {
-		s += fmt.Sprintf("  %s on %q: %s %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
-		for _, cs := range p.Status.ContainerStatuses {
-			s += fmt.Sprintf("    %s ready=%v restarts=%d state=%+v last=%+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
-		}
-	}
-	return s
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -167,7 +166,7 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 		return d.Status.ReadyReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas, nil
 	})
 	if err != nil {
-		t.Fatalf("driverset never became ready (%s): %v\n%s", last, err, podsReport(ctx, c, ns))
+		t.Fatalf("driverset never became ready (%s): %v\n%s", last, err, testbed.PodsReport(ctx, c, ns))
 	}
 	t.Logf("driverset Ready from the release's install.yaml in %s", time.Since(start).Round(time.Second))
 
@@ -208,20 +207,4 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 	if err := testbed.WaitConverts(ctx, c, "apache/spark", 2*time.Minute); err != nil {
 		t.Fatalf("the released driverset: %v", err)
 	}
-}
-
-// podsReport says where each pod of ns is and why it is not ready, for failure messages.
-func podsReport(ctx context.Context, c kubernetes.Interface, ns string) string {
-	l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	s := ""
-	for _, p := range l.Items {
-		s += fmt.Sprintf("  %s on %q: %s %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
-		for _, cs := range p.Status.ContainerStatuses {
-			s += fmt.Sprintf("    %s image %s (%s) ready=%v restarts=%d state=%+v\n", cs.Name, cs.Image, cs.ImageID, cs.Ready, cs.RestartCount, cs.State)
-		}
-	}
-	return s
 }

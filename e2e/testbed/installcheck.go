@@ -45,3 +45,20 @@ func WaitConverts(ctx context.Context, c kubernetes.Interface, image string, wit
 	}
 	return nil
 }
+
+// PodsReport says where each pod of ns is and why it is not ready, for failure messages.
+func PodsReport(ctx context.Context, c kubernetes.Interface, ns string) string {
+	l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	s := ""
+	for _, p := range l.Items {
+		s += fmt.Sprintf("  %s on %q: %s %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
+		for _, cs := range p.Status.ContainerStatuses {
+			s += fmt.Sprintf("    %s image %s (%s) ready=%v restarts=%d state=%+v last=%+v\n",
+				cs.Name, cs.Image, cs.ImageID, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+		}
+	}
+	return s
+}
