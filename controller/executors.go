@@ -19,7 +19,7 @@ import (
 // without an app id of its own per incarnation would also count them as its own failed executors;
 // and they may still run tasks for a driver that is gone).
 
-// observeExecutors lists, from the cache, the executors labelled for S-0's StatefulSet that mine
+// observeExecutors lists, from the cache, the executors driverset labelled (executorsOf) that mine
 // selects, and reads their Nodes from the cache.
 func (r *Placeholder) observeExecutors(ctx context.Context, s *Snapshot, mine func(e *corev1.Pod) bool) error {
 	at := r.now()
@@ -145,16 +145,17 @@ func planExecutorDelete(e *corev1.Pod, s *Snapshot) (del *deleteExecutorStep, ne
 	return &deleteExecutorStep{Pod: e, Force: force}, false
 }
 
-// executorsOf selects the executors of the app whose driver pod (any incarnation) is driver: those
-// labelled with its StatefulSet (driverset.dev/driver, given at birth by DriverConf or by the
-// executor patch). Not by app id: every incarnation runs with an app id of its own
-// (wrap.IncarnationAppID), so an earlier one's executors carry another. The label is
-// self-declared, as the app id was: stale and ofApp decide by owner.
+// executorsOf selects every executor driverset labelled in driver's namespace (driverset.dev/driver,
+// given at birth by DriverConf or by the executor patch), whatever StatefulSet the label names: the
+// label is self-declared, as the app id is, and may name another app's, so stale and ofApp decide
+// by owner. A DStream app submitted again under another name onto an old checkpoint restores the
+// executor labels of the app that wrote it (Spark 3.5 Checkpoint.createSparkConf reloads the driver's
+// pod name, not them): its executors name that app's StatefulSet and are controlled by this one's
+// driver pod. Not by app id either: every incarnation runs with an app id of its own
+// (wrap.IncarnationAppID), so an earlier one's executors carry another.
 func executorsOf(driver *corev1.Pod) []client.ListOption {
-	return []client.ListOption{client.InNamespace(driver.Namespace), client.MatchingLabels{
-		contract.LabelDriver:    driver.Labels[contract.LabelDriver],
-		contract.LabelSparkRole: contract.RoleExecutor,
-	}}
+	return []client.ListOption{client.InNamespace(driver.Namespace),
+		client.MatchingLabels{contract.LabelSparkRole: contract.RoleExecutor}, client.HasLabels{contract.LabelDriver}}
 }
 
 // stale reports whether executor e was made by an earlier incarnation than driver, of the app of
@@ -240,17 +241,27 @@ func (r *Placeholder) liftGate(ctx context.Context, p, driver *corev1.Pod, st li
 }
 
 // staleExecutorsLive counts, on the apiserver, the executors of p's app that driver does not own.
+// The namespace's every labelled executor is read (executorsOf), so a page at a time: what it holds
+// at once stays bounded however many executors the namespace has.
 func (r *Placeholder) staleExecutorsLive(ctx context.Context, p, driver *corev1.Pod) (int, error) {
-	var list corev1.PodList
-	err := r.apiReader().List(ctx, &list, executorsOf(driver)...)
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for i := range list.Items {
-		if stale(&list.Items[i], p, driver) {
-			n++
+	opts := append(executorsOf(driver), client.Limit(livePage))
+	for {
+		var list corev1.PodList
+		if err := r.apiReader().List(ctx, &list, opts...); err != nil {
+			return 0, err
 		}
+		for i := range list.Items {
+			if stale(&list.Items[i], p, driver) {
+				n++
+			}
+		}
+		if list.Continue == "" {
+			return n, nil
+		}
+		opts = append(executorsOf(driver), client.Limit(livePage), client.Continue(list.Continue))
 	}
-	return n, nil
 }
+
+// livePage is how many pods a live list reads at once.
+const livePage = 500

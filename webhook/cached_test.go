@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"k8s.io/utils/ptr"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -209,6 +210,25 @@ func TestIncarnationDecides(t *testing.T) {
 			Labels: map[string]string{contract.LabelDriver: "stream-driver", contract.LabelSparkRole: contract.RoleExecutor,
 				contract.LabelSparkAppSelector: "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d-5d1f0c8e"},
 		}})}, want: patchedOK, message: "held by scheduling gate"},
+		// A DStream app submitted again under another name onto an old checkpoint: Spark restores
+		// the executor labels from the checkpoint (Checkpoint.createSparkConf reloads the driver's
+		// pod name, not them), so an earlier incarnation's executors are labelled for the app that
+		// wrote it, and controlled by this app's driver pod name.
+		{name: "a resubmitted DStream's executor, labelled for the checkpoint's app, owned by S-0's name: held", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "stream-v2-driver"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "stream-exec-1", Namespace: "analytics",
+			Labels: map[string]string{contract.LabelDriver: "stream-v1-driver", contract.LabelSparkRole: contract.RoleExecutor,
+				contract.LabelSparkAppSelector: "spark-checkpointed"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "stream-v2-driver-0", UID: "uid-earlier", Controller: ptr.To(true)}},
+		}})}, want: patchedOK, message: "held by scheduling gate"},
+		{name: "another app's executor, owned by a pod of S-0's name but not its controller: admitted", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "stream-v2-driver"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "stream-exec-1", Namespace: "analytics",
+			Labels:          map[string]string{contract.LabelDriver: "stream-v1-driver", contract.LabelSparkRole: contract.RoleExecutor},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "stream-v2-driver-0", UID: "uid-earlier"}},
+		}})}, want: unchanged, message: "no executors"},
 		{name: "another StatefulSet's executors only: admitted", pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "quiet-driver" },
 			want: unchanged, message: "no executors"},
 		{name: "already held (a reinvocation): nothing more", pod: func(p *corev1.Pod) {

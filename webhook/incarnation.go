@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -51,16 +52,35 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset has no cache to look up the executors of StatefulSet %s in", sts))
 	}
 	// By StatefulSet, not by app id: every incarnation runs with an app id of its own
-	// (wrap.IncarnationAppID), so an earlier one's executors carry another.
+	// (wrap.IncarnationAppID), so an earlier one's executors carry another. Every executor
+	// driverset labelled is listed, whatever StatefulSet it names: executorsOfIncarnation decides.
 	var executors corev1.PodList
-	if err := n.Reader.List(ctx, &executors, client.InNamespace(pod.Namespace), client.MatchingLabels{
-		contract.LabelDriver:    sts,
-		contract.LabelSparkRole: contract.RoleExecutor,
-	}); err != nil {
+	if err := n.Reader.List(ctx, &executors, client.InNamespace(pod.Namespace),
+		client.MatchingLabels{contract.LabelSparkRole: contract.RoleExecutor}, client.HasLabels{contract.LabelDriver}); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of StatefulSet %s: %w", sts, err))
 	}
 	was := pod.DeepCopy()
-	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executors.Items))
+	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, executors.Items)))
+}
+
+// executorsOfIncarnation keeps, of executors, those of StatefulSet sts's app: labelled
+// driverset.dev/driver=<sts> (as its drivers label them at birth), or controlled by a pod of the
+// name of sts's driver pod, an earlier incarnation. The second is for a DStream app submitted
+// again under another name onto an old checkpoint: Spark restores its SparkConf from the
+// checkpoint but for a reload list that has the driver's pod name and not the executor labels, so
+// its executors are labelled for the app that wrote the checkpoint (Spark 3.5
+// Checkpoint.createSparkConf).
+func executorsOfIncarnation(sts string, executors []corev1.Pod) []corev1.Pod {
+	driver := contract.NamesOfStatefulSet(sts).DriverPodName()
+	var out []corev1.Pod
+	for i := range executors {
+		e := &executors[i]
+		ref := metav1.GetControllerOf(e)
+		if e.Labels[contract.LabelDriver] == sts || ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driver {
+			out = append(out, *e)
+		}
+	}
+	return out
 }
 
 // secondDriver says why pod must not be created: it is a pod of a driverset StatefulSet with an
@@ -88,8 +108,8 @@ func incarnationOf(pod *corev1.Pod) (sts, reason string) {
 }
 
 // HoldIncarnation is the decision, pure: it adds the gate contract.GateStaleExecutors to driver pod
-// pod, once, when executors (the pods labelled with pod's StatefulSet, driverset.dev/driver, and
-// spark-role=executor in its namespace) is not empty, and says what it decided. The pod being created has no UID yet, so
+// pod, once, when executors (executorsOfIncarnation: those of pod's StatefulSet in its namespace) is
+// not empty, and says what it decided. The pod being created has no UID yet, so
 // every executor that exists belongs to an earlier incarnation; terminating and finished ones
 // count too, since the new driver would still see them. The gate is never removed here: lifting
 // it is the controller's, once the executors are gone.
