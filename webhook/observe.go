@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,7 +116,7 @@ func (o Observed) Handle(ctx context.Context, req admission.Request) admission.R
 	if d.Outcome == OutcomeSkipped && !logger.V(1).Enabled() {
 		return resp // most answers: nothing to log, and the pod's name is not looked for
 	}
-	logger = logger.WithValues("webhook", o.Webhook, "namespace", req.Namespace, "pod", podNameOf(req),
+	logger = logger.WithValues("webhook", o.Webhook, "namespace", req.Namespace, objectKey(req), podNameOf(req),
 		"dryRun", req.DryRun != nil && *req.DryRun)
 	msg := ""
 	if resp.Result != nil {
@@ -132,6 +133,15 @@ func (o Observed) Handle(ctx context.Context, req admission.Request) admission.R
 		logger.V(1).Info("admission: skipped", "reason", msg)
 	}
 	return resp
+}
+
+// objectKey is the log key naming req's object: its kind in lower case ("pod", "statefulset",
+// "service"), so that a StatefulSet's name is not logged as a pod's.
+func objectKey(req admission.Request) string {
+	if req.Kind.Kind == "" {
+		return "pod" // every entry but creates sees pods alone
+	}
+	return strings.ToLower(req.Kind.Kind)
 }
 
 // podNameOf is the name of the pod in req, or its generateName when it has no name yet.

@@ -143,3 +143,26 @@ func TestPodNameOf(t *testing.T) {
 		})
 	}
 }
+
+// TestObservedNamesTheObjectByItsKind: a log line names its object under its kind, so the creates
+// entry's StatefulSets and Services are not logged as pods.
+func TestObservedNamesTheObjectByItsKind(t *testing.T) {
+	for _, kind := range []string{"Pod", "StatefulSet", "Service"} {
+		var out bytes.Buffer
+		ctx := log.IntoContext(context.Background(), funcr.NewJSON(func(obj string) { out.WriteString(obj + "\n") }, funcr.Options{}))
+		o := Observed{Webhook: "creates", Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+			return deny(ReasonSecondDriver, "no")
+		})}
+		req := createRequest([]byte(`{"metadata":{"name":"spark-pi-driver","namespace":"jobs"}}`), false)
+		req.Kind = metav1.GroupVersionKind{Kind: kind}
+		o.Handle(ctx, req)
+		var line map[string]any
+		if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+			t.Fatalf("%s: %v (%q)", kind, err, out.String())
+		}
+		key := strings.ToLower(kind)
+		if line[key] != "spark-pi-driver" || (key != "pod" && line["pod"] != nil) {
+			t.Errorf("%s: log line %s, want the name under %q alone", kind, out.String(), key)
+		}
+	}
+}
