@@ -114,11 +114,9 @@ func notAboutAPlaceholder(ns string, regarding corev1.ObjectReference, related *
 		return ""
 	}
 	for _, n := range []contract.Names{contract.NamesFor(regarding.Name), contract.LegacyNamesFor(regarding.Name)} {
-		if related.Namespace != ns {
-			break
-		}
-		if related.APIVersion == "apps/v1" && related.Kind == "StatefulSet" && related.Name == n.StatefulSet ||
-			related.APIVersion == "v1" && related.Kind == "Pod" && related.Name == n.DriverPodName() {
+		isSts := related.APIVersion == "apps/v1" && related.Kind == "StatefulSet" && related.Name == n.StatefulSet
+		isDriver := related.APIVersion == "v1" && related.Kind == "Pod" && related.Name == n.DriverPodName()
+		if related.Namespace == ns && (isSts || isDriver) {
 			return ""
 		}
 	}
