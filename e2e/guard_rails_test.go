@@ -122,6 +122,8 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 		}
 	}
 	// An Event as driverset records one about its placeholder; change makes it something else.
+	// What names another pod is refused first by the webhook entry events.driverset.dev, which
+	// reads the pod (TestDriversetTokenRecordsEventsOnlyAboutItsOwn); the policy after it.
 	createEvent := func(ns string, change func(*eventsv1.Event)) func(context.Context) error {
 		return func(ctx context.Context) error {
 			e := &eventsv1.Event{
@@ -133,7 +135,7 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 				Reason:              "Converted",
 				Type:                corev1.EventTypeNormal,
 				Note:                "guard rails",
-				Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: placeholder},
+				Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: placeholder, UID: owned[0].UID},
 			}
 			change(e)
 			_, err := ds.EventsV1().Events(ns).Create(ctx, e, dry)
@@ -223,10 +225,10 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			e.ReportingController, e.ReportingInstance = "kubelet", "kubelet-node-1"
 		})},
 		// Events about cluster-scoped objects live in namespace default, which driverset serves.
-		{"an Event about a Node", "driverset-guard-events", createEvent(metav1.NamespaceDefault, func(e *eventsv1.Event) {
+		{"an Event about a Node", "events.driverset.dev", createEvent(metav1.NamespaceDefault, func(e *eventsv1.Event) {
 			e.Regarding = corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "node-1"}
 		})},
-		{"an Event about another namespace's pod", "driverset-guard-events", createEvent(ns, func(e *eventsv1.Event) {
+		{"an Event about another namespace's pod", "events.driverset.dev", createEvent(ns, func(e *eventsv1.Event) {
 			e.Regarding.Namespace = "kube-system"
 		})},
 		{"its own StatefulSet's pod template changed", "driverset-guard-updates", patchSts(r.names.StatefulSet,

@@ -39,6 +39,9 @@ const (
 	// ReasonNotAsBuilt: a StatefulSet or Service that driverset's ServiceAccount asked to create
 	// and that is not what driverset builds from a sealed placeholder (the creates entry).
 	ReasonNotAsBuilt = "not-as-built"
+	// ReasonNotItsOwn: an Event that driverset's ServiceAccount asked to record and that is not
+	// about one of driverset's placeholders (the events entry).
+	ReasonNotItsOwn = "not-its-own"
 	// reasonOther: a denial whose handler gave no class.
 	reasonOther = "other"
 )

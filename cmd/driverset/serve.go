@@ -236,7 +236,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
-	// One limit for the five entries: they share the replica's memory.
+	// One limit for the six entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
 	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
@@ -264,6 +264,8 @@ func serve(ctx context.Context, args []string) error {
 	// Every StatefulSet and Service driverset's ServiceAccount creates is checked against the
 	// controller's own builder, on every replica (docs/design.md#what-a-create-may-be).
 	hooks.Register(webhook.CreatesPath, observed("creates", &webhook.Creates{Pods: mgr.GetAPIReader(), Builder: r}))
+	// And every Event it records must be about one of its placeholders (read live, as above).
+	hooks.Register(webhook.EventsPath, observed("events", &webhook.Events{Pods: mgr.GetAPIReader()}))
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
 	}

@@ -75,11 +75,15 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 			// What a policy cannot check (the owner is a sealed placeholder, the template is what
 			// driverset builds from it) is the creates webhook's: the same ServiceAccount only,
 			// and always closed.
-			creates := webhookNamed(t, in.objs, "creates.driverset.dev")
-			expect(t, creates, "Fail", "failurePolicy")
-			expect(t, creates, "Never", "reinvocationPolicy")
-			expect(t, creates, []any{map[string]any{"name": "driverset",
-				"expression": "request.userInfo.username == 'system:serviceaccount:" + in.ns + ":driverset'"}}, "matchConditions")
+			// So is what an Event is about (the pod is a placeholder, under the Event's UID): the
+			// events webhook's.
+			for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev"} {
+				h := webhookNamed(t, in.objs, entry)
+				expect(t, h, "Fail", "failurePolicy")
+				expect(t, h, "Never", "reinvocationPolicy")
+				expect(t, h, []any{map[string]any{"name": "driverset",
+					"expression": "request.userInfo.username == 'system:serviceaccount:" + in.ns + ":driverset'"}}, "matchConditions")
+			}
 		})
 	}
 	for _, u := range mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}) {
@@ -87,8 +91,11 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 			t.Errorf("guardRails.enabled=false still renders %s %s", u.GetKind(), u.GetName())
 		}
 	}
-	if slices.Contains(webhookNames(t, mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}})), "creates.driverset.dev") {
-		t.Error("guardRails.enabled=false still renders the webhook creates.driverset.dev")
+	off := webhookNames(t, mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}))
+	for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev"} {
+		if slices.Contains(off, entry) {
+			t.Errorf("guardRails.enabled=false still renders the webhook %s", entry)
+		}
 	}
 }
 
