@@ -121,12 +121,12 @@ type slowAttack struct {
 }
 
 // startSlowCallers keeps n connections to the webhook at addr, each of which sends the headers of
-// a POST to one of the five admission entries, declaring a 4 KiB body, and then nothing; one that
+// a POST to one of the six admission entries, declaring a 4 KiB body, and then nothing; one that
 // driverset closes is opened again. They are closed at stop or when the test ends.
 func startSlowCallers(t *testing.T, addr string, n int) *slowAttack {
 	t.Helper()
 	a := &slowAttack{done: make(chan struct{})}
-	paths := []string{webhook.DriverPath, webhook.DriverEnforcedPath, webhook.ExecutorPath, webhook.IncarnationPath, webhook.CreatesPath}
+	paths := []string{webhook.DriverPath, webhook.DriverEnforcedPath, webhook.ExecutorPath, webhook.IncarnationPath, webhook.CreatesPath, webhook.EventsPath}
 	for i := range n {
 		a.wg.Go(func() {
 			for {
