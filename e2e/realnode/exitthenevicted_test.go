@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/e2e/testbed"
 )
 
 // TestExitThenEvictedIsCounted (issue 34, no exit lost): the driver exits 1 while driverset is
@@ -63,23 +62,7 @@ func TestExitThenEvictedIsCounted(t *testing.T) {
 	// app run again after its exit is then seen, not hidden behind a second exit 1.
 	s.end(t, "")
 
-	n, err := kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	capacity := n.Status.Capacity[corev1.ResourceMemory]
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			restoreKubelet(t, node)
-		}
-	})
-	if err := bed.cluster.RestartKubelet(ctx, node, testbed.KubeletSettings{
-		EvictionSoft:            map[string]string{"memory.available": capacity.String()},
-		EvictionSoftGracePeriod: 15 * time.Second, EvictionMaxPodGracePeriodSeconds: 10,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	restore := underMemoryPressure(t, node)
 	pressured := time.Now()
 	stopped := seen.terminal(t, 3*time.Minute)
 	t.Logf("S-0 %s %s after the threshold: %s", first.UID, time.Since(pressured).Round(time.Millisecond), describeStop(stopped))
@@ -89,8 +72,7 @@ func TestExitThenEvictedIsCounted(t *testing.T) {
 	if d := disruptionTarget(stopped); d == nil || d.Reason != corev1.PodReasonTerminationByKubelet || !strings.Contains(d.Message, "memory") {
 		t.Fatalf("S-0 ended %s with DisruptionTarget %+v; want one by its kubelet, for memory", stopped.Status.Phase, d)
 	}
-	restoreKubelet(t, node)
-	restored = true
+	restore()
 
 	resume()
 	res := s.Wait(t, 3*time.Minute)

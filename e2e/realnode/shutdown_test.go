@@ -119,27 +119,10 @@ func TestNodePressureEvictionIsANodeLossNotAFailure(t *testing.T) {
 	first := runningDriver(t, s, "", 3*time.Minute)
 	node := first.Spec.NodeName
 	waitLog(t, ns, first.Name, "simspark: driver started", 1, time.Minute)
-	n, err := kube().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	capacity := n.Status.Capacity[corev1.ResourceMemory]
-
 	// The kubelet restarts under the running driver and admits it again at once: under memory
 	// pressure it refuses only BestEffort pods, and it evicts only after the soft grace period.
 	seen := watchIncarnation(t, first)
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			restoreKubelet(t, node)
-		}
-	})
-	if err := bed.cluster.RestartKubelet(context.Background(), node, testbed.KubeletSettings{
-		EvictionSoft:            map[string]string{"memory.available": capacity.String()},
-		EvictionSoftGracePeriod: 15 * time.Second, EvictionMaxPodGracePeriodSeconds: 10,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	restore := underMemoryPressure(t, node)
 	pressured := time.Now()
 	waitFor(t, time.Minute, "node "+node+" tainted memory-pressure", func(ctx context.Context) (bool, error) {
 		n, err := kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -165,9 +148,37 @@ func TestNodePressureEvictionIsANodeLossNotAFailure(t *testing.T) {
 		t.Errorf("the new driver runs on %s, the node under memory pressure", node)
 	}
 	// The node need not evict anything else.
-	restoreKubelet(t, node)
-	restored = true
+	restore()
 	notCountedThenSucceeded(t, s, second, "evicted")
+}
+
+// underMemoryPressure restarts node's kubelet with a soft memory.available threshold at the
+// node's whole capacity, so that it holds at once (soft: the node is tainted memory-pressure
+// before the first eviction, 15 s later, and its allocatable stays as it was), and returns the
+// function that gives the kubelet the test bed's configuration again; the test's end calls it
+// too, if nothing did before.
+func underMemoryPressure(t *testing.T, node string) (restore func()) {
+	t.Helper()
+	n, err := kube().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := n.Status.Capacity[corev1.ResourceMemory]
+	restored := false
+	restore = func() {
+		if !restored {
+			restored = true
+			restoreKubelet(t, node)
+		}
+	}
+	t.Cleanup(restore)
+	if err := bed.cluster.RestartKubelet(context.Background(), node, testbed.KubeletSettings{
+		EvictionSoft:            map[string]string{"memory.available": capacity.String()},
+		EvictionSoftGracePeriod: 15 * time.Second, EvictionMaxPodGracePeriodSeconds: 10,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return restore
 }
 
 // prefer makes the driver prefer node (what a pod template's node affinity would do); it may
