@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -89,5 +91,26 @@ func TestParseListRefusesALineWithoutWhatItCovers(t *testing.T) {
 		if _, err := parseList(strings.NewReader(line + "\n")); err == nil {
 			t.Errorf("parseList accepted %q", line)
 		}
+	}
+}
+
+// The chart claims no older Kubernetes than make compat runs: Chart.yaml's kubeVersion floor is
+// the minor version of COMPAT_OLDEST_KUBERNETES, so a change to either must change the other.
+func TestChartClaimsTheOldestVersionCompatRuns(t *testing.T) {
+	chart, err := os.ReadFile("../../charts/driverset/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile("../testbed-versions.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := regexp.MustCompile(`(?m)^kubeVersion: ">=1\.(\d+)\.0-0"$`).FindSubmatch(chart)
+	oldest := regexp.MustCompile(`(?m)^COMPAT_OLDEST_KUBERNETES=v1\.(\d+)\.\d+$`).FindSubmatch(env)
+	if claim == nil || oldest == nil {
+		t.Fatalf("Chart.yaml's kubeVersion (%q) or testbed-versions.env's COMPAT_OLDEST_KUBERNETES (%q) is not of the form this test reads", claim, oldest)
+	}
+	if string(claim[1]) != string(oldest[1]) {
+		t.Errorf("the chart claims Kubernetes >=1.%s, make compat runs 1.%s as the oldest", claim[1], oldest[1])
 	}
 }
