@@ -145,7 +145,7 @@ type event struct {
 type result struct {
 	Action  string // pass, fail, skip
 	Elapsed float64
-	Note    string // for fail and skip: the test's first logged line
+	Note    string // for fail and skip: the test's last line logged from a _test.go file
 }
 
 // goTestRun is one version's go test output, by package: its tests' results, how the package ended,
@@ -154,7 +154,7 @@ type goTestRun struct {
 	Tests    map[string]map[string]result
 	Packages map[string]result
 	lastLine map[string]string
-	firstLog map[string]map[string]string
+	lastLog  map[string]map[string]string
 }
 
 type versionRun struct {
@@ -162,12 +162,15 @@ type versionRun struct {
 	Results *goTestRun
 }
 
-// A test's own log line: "    file_test.go:12: message".
-var logLine = regexp.MustCompile(`^\s+\S+\.go:\d+: `)
+// A line a test logged from its own file: "    file_test.go:12: message". go test does not tell
+// an error from a log line; the last one is the failure for t.Fatal and t.Skip, and most often
+// for t.Error (the scenarios log progress before they check). Helpers' lines (the harness's
+// files) say what happened around it, not what failed.
+var logLine = regexp.MustCompile(`^\s+\S+_test\.go:\d+: `)
 
 func readRun(r io.Reader) (*goTestRun, error) {
 	out := &goTestRun{Tests: map[string]map[string]result{}, Packages: map[string]result{},
-		lastLine: map[string]string{}, firstLog: map[string]map[string]string{}}
+		lastLine: map[string]string{}, lastLog: map[string]map[string]string{}}
 	dec := json.NewDecoder(r)
 	for {
 		var e event
@@ -183,12 +186,10 @@ func readRun(r io.Reader) (*goTestRun, error) {
 				out.lastLine[e.Package] = l
 			}
 		case e.Action == "output" && logLine.MatchString(e.Output):
-			if out.firstLog[e.Package] == nil {
-				out.firstLog[e.Package] = map[string]string{}
+			if out.lastLog[e.Package] == nil {
+				out.lastLog[e.Package] = map[string]string{}
 			}
-			if _, ok := out.firstLog[e.Package][top]; !ok {
-				out.firstLog[e.Package][top] = strings.TrimSpace(e.Output)
-			}
+			out.lastLog[e.Package][top] = strings.TrimSpace(e.Output)
 		case e.Action != "pass" && e.Action != "fail" && e.Action != "skip":
 		case e.Test == "":
 			out.Packages[e.Package] = result{Action: e.Action, Elapsed: e.Elapsed, Note: out.lastLine[e.Package]}
@@ -198,7 +199,7 @@ func readRun(r io.Reader) (*goTestRun, error) {
 			}
 			res := result{Action: e.Action, Elapsed: e.Elapsed}
 			if e.Action != "pass" {
-				res.Note = out.firstLog[e.Package][top]
+				res.Note = out.lastLog[e.Package][top]
 			}
 			out.Tests[e.Package][top] = res
 		}

@@ -25,7 +25,8 @@ func scenarios(t *testing.T) []scenario {
 }
 
 // One version's `go test -json` output: TestGate passed, TestPodLevel skipped, TestInstall
-// failed in its own package; TestRenamed never ran.
+// failed in its own package (its note is the last line a _test.go file logged, a subtest's
+// included: the error after the progress, not the harness's line); TestRenamed never ran.
 const run130 = `{"Action":"run","Package":"github.com/driverset/driverset/e2e","Test":"TestGate"}
 {"Action":"output","Package":"github.com/driverset/driverset/e2e","Test":"TestGate/sub","Output":"ok\n"}
 {"Action":"pass","Package":"github.com/driverset/driverset/e2e","Test":"TestGate/sub","Elapsed":1}
@@ -35,7 +36,9 @@ const run130 = `{"Action":"run","Package":"github.com/driverset/driverset/e2e","
 {"Action":"output","Package":"github.com/driverset/driverset/e2e","Test":"TestPodLevel","Output":"--- SKIP: TestPodLevel (0.00s)\n"}
 {"Action":"skip","Package":"github.com/driverset/driverset/e2e","Test":"TestPodLevel","Elapsed":0}
 {"Action":"pass","Package":"github.com/driverset/driverset/e2e","Elapsed":60.2}
-{"Action":"output","Package":"github.com/driverset/driverset/e2e/install","Test":"TestInstall","Output":"    cluster_test.go:12: apply: unknown field \"spec.x\"\n"}
+{"Action":"output","Package":"github.com/driverset/driverset/e2e/install","Test":"TestInstall","Output":"    cluster_test.go:10: the bed up after 2s\n"}
+{"Action":"output","Package":"github.com/driverset/driverset/e2e/install","Test":"TestInstall/overlay","Output":"    cluster_test.go:12: apply: unknown field \"spec.x\"\n"}
+{"Action":"output","Package":"github.com/driverset/driverset/e2e/install","Test":"TestInstall","Output":"    submit.go:107: spark-submit: a harness's line\n"}
 {"Action":"output","Package":"github.com/driverset/driverset/e2e/install","Test":"TestInstall","Output":"--- FAIL: TestInstall (9.87s)\n"}
 {"Action":"fail","Package":"github.com/driverset/driverset/e2e/install","Test":"TestInstall","Elapsed":9.87}
 {"Action":"fail","Package":"github.com/driverset/driverset/e2e/install","Elapsed":12}
