@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit prometheus-bin e2e e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release release-check
+.PHONY: test test-unit prometheus-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release release-check
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin
@@ -23,6 +23,10 @@ test-unit:
 ## e2e: only driverset's scenarios on the test bed, verbose; RUN=TestName (a go test -run pattern) runs only those
 e2e: testbed-bin
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/
+
+## compat: the KWOK scenarios that cover every Kubernetes API driverset relies on (hack/compat-tests.txt), on the oldest Kubernetes the chart claims and on the test bed's, then a table by version; COMPAT_VERSIONS="v1.X.Y …" for others (each built once, 20-40 min cold); not in make test
+compat:
+	hack/compat.sh
 
 ## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; about 10 min); make test runs two of them
 e2e-streams: testbed-bin node-packages spark-artifacts

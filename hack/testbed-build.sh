@@ -15,7 +15,11 @@
 # A folder that is complete (its .done stamp exists) is reused as is. A cold build takes
 # 20-40 minutes on 2 cores; progress goes to stderr every 30 s.
 #
-# Environment: DRIVERSET_TESTBED_CACHE (default ~/.cache/driverset-testbed).
+# Environment: DRIVERSET_TESTBED_CACHE (default ~/.cache/driverset-testbed);
+# DRIVERSET_TESTBED_KUBERNETES=v1.X.Y builds that Kubernetes instead of the pinned one;
+# DRIVERSET_TESTBED_KWOK_ONLY=1 builds what a bed of KWOK nodes needs alone (the control plane,
+# kubectl, etcd, kwok: no kubelet, kube-proxy, containerd, CNI or CoreDNS) into a folder of its own.
+# make compat uses both, for the oldest Kubernetes the chart claims.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +27,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/testbed-versions.env"
 
 cache=${DRIVERSET_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/driverset-testbed}
-key="${TESTBED_KEY}_$(go env GOOS)-$(go env GOARCH)"
+kwok_only=${DRIVERSET_TESTBED_KWOK_ONLY:-}
+if [[ -n "$kwok_only" ]]; then
+  key="${KWOK_TESTBED_KEY}_$(go env GOOS)-$(go env GOARCH)"
+else
+  key="${TESTBED_KEY}_$(go env GOOS)-$(go env GOARCH)"
+fi
 out="$cache/$key"
 bin="$out/bin"
 
@@ -81,7 +90,11 @@ export CGO_ENABLED=0
 
 # --- Kubernetes: a wrapper module, since `go install` refuses a module with replace directives.
 k8s="$out/src/kubernetes"
-if [[ ! -x "$bin/kube-apiserver" || ! -x "$bin/kube-controller-manager" || ! -x "$bin/kube-scheduler" || ! -x "$bin/kubectl" || ! -x "$bin/kubelet" || ! -x "$bin/kube-proxy" ]]; then
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+[[ -n "$kwok_only" ]] || k8s_cmds+=(kubelet kube-proxy)
+k8s_missing=
+for c in "${k8s_cmds[@]}"; do [[ -x "$bin/$c" ]] || k8s_missing=1; done
+if [[ -n "$k8s_missing" ]]; then
   mkdir -p "$k8s"
   modfile=$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   staging_version="v0${KUBERNETES_VERSION#v1}" # v1.37.2 -> v0.37.2
@@ -106,13 +119,7 @@ if [[ ! -x "$bin/kube-apiserver" || ! -x "$bin/kube-controller-manager" || ! -x 
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $p.gitVersion=${KUBERNETES_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor} -X $p.gitTreeState=clean"
   done
-  build kubernetes "$k8s" go build -v -trimpath -ldflags "$ldflags" -o "$bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl \
-    k8s.io/kubernetes/cmd/kubelet \
-    k8s.io/kubernetes/cmd/kube-proxy
+  build kubernetes "$k8s" go build -v -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_cmds[@]/#/k8s.io/kubernetes/cmd/}"
 fi
 
 # --- etcd: the server module's etcdmain behind a five-line main.
@@ -137,6 +144,14 @@ fi
 # --- kwok: a plain module.
 if [[ ! -x "$bin/kwok" ]]; then
   build kwok "$out" env GOFLAGS= GOBIN="$bin" go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+fi
+
+if [[ -n "$kwok_only" ]]; then
+  "$bin/kube-apiserver" --version >&2
+  touch "$out/.done"
+  log "ready (KWOK nodes only): $bin"
+  echo "$bin"
+  exit 0
 fi
 
 # --- containerd: the daemon, its runc shim and ctr (to import images), without the storage
