@@ -89,6 +89,11 @@ type minc struct {
 	OwnExit             *int
 	OwnExitSeen         bool
 	OwnExitBeforeDelete bool
+	// Disrupted is the kubelet's own stop of the pod (model_disruption_test.go: disruptShutdown,
+	// disruptEviction), "" when none; MarkedAt is when it reported the pod Failed with its
+	// DisruptionTarget condition, zero until then.
+	Disrupted string
+	MarkedAt  time.Time
 }
 
 func metaTime(t time.Time) metav1.Time { return metav1.NewTime(t) }
@@ -152,6 +157,7 @@ func (inc *minc) status() corev1.PodStatus {
 		{Type: corev1.ContainersReady, Status: ready, LastTransitionTime: metaTime(inc.Started)},
 	}
 	st.ContainerStatuses = []corev1.ContainerStatus{cs}
+	inc.markOf(&st)
 	return st
 }
 
@@ -182,7 +188,9 @@ func (w *mworld) kubeletSync() {
 		}
 		st := inc.status()
 		if !equality.Semantic.DeepEqual(pod.Status.ContainerStatuses, st.ContainerStatuses) || pod.Status.Phase != st.Phase {
-			st.Conditions = append(st.Conditions, disruptionsOf(pod)...)
+			if disruptionOf(&corev1.Pod{Status: st}) == nil {
+				st.Conditions = append(st.Conditions, disruptionsOf(pod)...)
+			}
 			pod.Status = st
 			if err := w.h.c.Status().Update(w.ctx, pod); err != nil {
 				w.t.Fatalf("kubelet status: %v", err)
@@ -229,6 +237,7 @@ func (w *mworld) kubeletEvents() []mevent {
 			continue
 		}
 		terminating := pod.DeletionTimestamp != nil
+		out = append(out, w.disruptionEvents(i, n, inc, pod, now)...)
 		startable := inc.Proc == procNone && !inc.Stopped && !terminating &&
 			(inc.Ctr == ctrWaiting || inc.Ctr == ctrTerminated && (inc.Term.Kind == termNotStarted || inc.Term.Kind == termStartError))
 		if startable {
