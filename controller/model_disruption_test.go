@@ -45,6 +45,13 @@ func (w *mworld) disruptionEvents(i int, n string, inc *minc, pod *corev1.Pod, n
 			}})
 		}
 	}
+	if inc.Ctr == ctrTerminated && inc.Term.Kind == termExit && !inc.BackingOff && !inc.Stopped && pod.DeletionTimestamp == nil {
+		// With the kubelet's stops only: the back-off decides whether the exit is still in
+		// state.terminated when the kubelet stops the pod.
+		out = append(out, mevent{name: "kubelet on " + inc.Node + " backs off " + n + "'s restart: CrashLoopBackOff, the exit in lastState", kind: kindKubelet, apply: func(w *mworld) {
+			w.m.Incs[i].BackingOff = true
+		}})
+	}
 	if inc.Disrupted != "" && inc.MarkedAt.IsZero() {
 		out = append(out, mevent{name: "kubelet on " + inc.Node + " reports " + n + " Failed (" + inc.Disrupted + "), DisruptionTarget TerminationByKubelet", kind: kindKubelet, apply: func(w *mworld) {
 			inc := w.m.Incs[i]
@@ -57,9 +64,10 @@ func (w *mworld) disruptionEvents(i int, n string, inc *minc, pod *corev1.Pod, n
 // kubeletKill is the kubelet stopping inc's containers for its own reason (kind): as for a
 // deletion (stop), but the phase it reports stays as it was until the terminal report.
 func (inc *minc) kubeletKill(kind string, now time.Time) {
-	phase := inc.Phase
+	// The pod is not deleted: a container in back-off stays Waiting, its exit in lastState.
+	phase, backingOff := inc.Phase, inc.BackingOff
 	inc.stop(now)
-	inc.Phase, inc.Disrupted = phase, kind
+	inc.Phase, inc.Disrupted, inc.BackingOff = phase, kind, backingOff
 }
 
 // markOf is the status the kubelet reports for inc once it has sent its own disruption's end:

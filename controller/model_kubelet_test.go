@@ -94,6 +94,9 @@ type minc struct {
 	// DisruptionTarget condition, zero until then.
 	Disrupted string
 	MarkedAt  time.Time
+	// BackingOff: the kubelet tried to start the container again after the driver's exit and
+	// backs off (CrashLoopBackOff): it reports the container waiting, the exit in lastState.
+	BackingOff bool
 }
 
 func metaTime(t time.Time) metav1.Time { return metav1.NewTime(t) }
@@ -150,6 +153,12 @@ func (inc *minc) status() corev1.PodStatus {
 		cs.Started = &yes
 	default:
 		cs.State.Terminated = inc.Term.terminated()
+		if inc.BackingOff {
+			// kubelet_pods.go convertToAPIContainerStatuses: a container the kubelet will start
+			// again, with a start failure in its reasonCache, is Waiting, its last end in lastState.
+			cs.LastTerminationState.Terminated, cs.State.Terminated = cs.State.Terminated, nil
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+		}
 	}
 	st.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
@@ -289,6 +298,7 @@ func (w *mworld) kubeletEvents() []mevent {
 
 // restart is the kubelet starting inc's container again: the last termination moves to lastState.
 func (inc *minc) restart(now time.Time) {
+	inc.BackingOff = false
 	if inc.Ctr == ctrTerminated {
 		inc.Last, inc.Term = inc.Term, nil
 		inc.Restarts++
@@ -306,6 +316,7 @@ func (inc *minc) failStart(kind string, now time.Time) {
 // driver's 143, or, idling, exits 0 writing its record again; the pod's phase then becomes
 // terminal (Succeeded when every container exited 0).
 func (inc *minc) stop(now time.Time) {
+	inc.BackingOff = false // a pod being deleted is started no more (ShouldContainerBeRestarted)
 	switch inc.Ctr {
 	case ctrDriver:
 		inc.Proc, inc.Term = procEnded, &mterm{Kind: termStopped, Started: inc.Started, Finished: now}

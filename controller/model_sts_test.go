@@ -116,7 +116,7 @@ func (w *mworld) stsCreate() mevent {
 			switch {
 			case *prev.OwnExit == 0:
 				w.m.Broken = fmt.Sprintf("%s: S-0 made again after incarnation #%d's driver exited 0", promiseNoRerun, len(w.m.Incs))
-			case lost && prev.Disrupted != "" && prev.Term != nil && prev.Term.Kind == termExit:
+			case lost && prev.Disrupted != "" && prev.Term != nil && prev.Term.Kind == termExit && !prev.BackingOff:
 				// Open: see TestKubeletStopHidesAnExitNotRestarted.
 				w.m.Known = defectKubeletStopHidesAnExitNotRestarted
 			case lost:

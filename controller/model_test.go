@@ -108,9 +108,9 @@ var modelConfigs = []modelConfig{
 		kinds: append([]string{kindFailedStart, kindNode, kindDelete, kindTime}, always...)},
 	{name: "the app deleted", depth: 5,
 		kinds: append([]string{kindApp, kindNode, kindDelete, kindForce, kindDriverset}, always...)},
-	{name: "the kubelet's own stops", depth: 6,
-		kinds: append([]string{kindKubelet, kindDelete, kindTime}, always...)},
-	{name: "the kubelet's own stops, max-restarts 0", annotations: map[string]string{contract.AnnotationMaxRestarts: "0"}, depth: 6,
+	{name: "the kubelet's own stops", depth: 7,
+		kinds: append([]string{kindKubelet, kindTime}, always...)},
+	{name: "the kubelet's own stops, max-restarts 0", annotations: map[string]string{contract.AnnotationMaxRestarts: "0"}, depth: 7,
 		kinds: append([]string{kindKubelet, kindDriverset}, always...)},
 	{name: "everything", depth: 3, shallower: 3},
 }
