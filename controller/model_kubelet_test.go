@@ -33,6 +33,9 @@ import (
 //     the apiserver has its containers killed once its kubelet learns of it (not while cut off).
 //   - The driver process runs from its start until it exits, its container is stopped or lost,
 //     or its machine dies. It may exit on its own while its node is cut off.
+//   - The kubelet stops pods for its own reasons too (graceful node shutdown, node-pressure
+//     eviction): the kill, then phase Failed with its DisruptionTarget mark, stamped after the
+//     kill; and it backs off a restart with the exit in lastState (model_disruption_test.go).
 
 // Driver process states.
 const (
