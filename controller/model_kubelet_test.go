@@ -33,6 +33,9 @@ import (
 //     the apiserver has its containers killed once its kubelet learns of it (not while cut off).
 //   - The driver process runs from its start until it exits, its container is stopped or lost,
 //     or its machine dies. It may exit on its own while its node is cut off.
+//   - The kubelet stops pods for its own reasons too (graceful node shutdown, node-pressure
+//     eviction): the kill, then phase Failed with its DisruptionTarget mark, stamped after the
+//     kill; and it backs off a restart with the exit in lastState (model_disruption_test.go).
 
 // Driver process states.
 const (
@@ -89,6 +92,14 @@ type minc struct {
 	OwnExit             *int
 	OwnExitSeen         bool
 	OwnExitBeforeDelete bool
+	// Disrupted is the kubelet's own stop of the pod (model_disruption_test.go: disruptShutdown,
+	// disruptEviction), "" when none; MarkedAt is when it reported the pod Failed with its
+	// DisruptionTarget condition, zero until then.
+	Disrupted string
+	MarkedAt  time.Time
+	// BackingOff: the kubelet tried to start the container again after the driver's exit and
+	// backs off (CrashLoopBackOff): it reports the container waiting, the exit in lastState.
+	BackingOff bool
 }
 
 func metaTime(t time.Time) metav1.Time { return metav1.NewTime(t) }
@@ -145,6 +156,12 @@ func (inc *minc) status() corev1.PodStatus {
 		cs.Started = &yes
 	default:
 		cs.State.Terminated = inc.Term.terminated()
+		if inc.BackingOff {
+			// kubelet_pods.go convertToAPIContainerStatuses: a container the kubelet will start
+			// again, with a start failure in its reasonCache, is Waiting, its last end in lastState.
+			cs.LastTerminationState.Terminated, cs.State.Terminated = cs.State.Terminated, nil
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+		}
 	}
 	st.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
@@ -152,6 +169,7 @@ func (inc *minc) status() corev1.PodStatus {
 		{Type: corev1.ContainersReady, Status: ready, LastTransitionTime: metaTime(inc.Started)},
 	}
 	st.ContainerStatuses = []corev1.ContainerStatus{cs}
+	inc.markOf(&st)
 	return st
 }
 
@@ -182,7 +200,9 @@ func (w *mworld) kubeletSync() {
 		}
 		st := inc.status()
 		if !equality.Semantic.DeepEqual(pod.Status.ContainerStatuses, st.ContainerStatuses) || pod.Status.Phase != st.Phase {
-			st.Conditions = append(st.Conditions, disruptionsOf(pod)...)
+			if disruptionOf(&corev1.Pod{Status: st}) == nil {
+				st.Conditions = append(st.Conditions, disruptionsOf(pod)...)
+			}
 			pod.Status = st
 			if err := w.h.c.Status().Update(w.ctx, pod); err != nil {
 				w.t.Fatalf("kubelet status: %v", err)
@@ -229,6 +249,7 @@ func (w *mworld) kubeletEvents() []mevent {
 			continue
 		}
 		terminating := pod.DeletionTimestamp != nil
+		out = append(out, w.disruptionEvents(i, n, inc, pod, now)...)
 		startable := inc.Proc == procNone && !inc.Stopped && !terminating &&
 			(inc.Ctr == ctrWaiting || inc.Ctr == ctrTerminated && (inc.Term.Kind == termNotStarted || inc.Term.Kind == termStartError))
 		if startable {
@@ -280,6 +301,7 @@ func (w *mworld) kubeletEvents() []mevent {
 
 // restart is the kubelet starting inc's container again: the last termination moves to lastState.
 func (inc *minc) restart(now time.Time) {
+	inc.BackingOff = false
 	if inc.Ctr == ctrTerminated {
 		inc.Last, inc.Term = inc.Term, nil
 		inc.Restarts++
@@ -297,6 +319,7 @@ func (inc *minc) failStart(kind string, now time.Time) {
 // driver's 143, or, idling, exits 0 writing its record again; the pod's phase then becomes
 // terminal (Succeeded when every container exited 0).
 func (inc *minc) stop(now time.Time) {
+	inc.BackingOff = false // a pod being deleted is started no more (ShouldContainerBeRestarted)
 	switch inc.Ctr {
 	case ctrDriver:
 		inc.Proc, inc.Term = procEnded, &mterm{Kind: termStopped, Started: inc.Started, Finished: now}
