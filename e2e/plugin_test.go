@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/driverset/driverset/inspect"
+	"github.com/driverset/driverset/inspect/cli"
 )
 
 // plugin runs `kubectl driverset args...` in-process (the binary's whole entry point, flags and
@@ -22,7 +22,7 @@ func plugin(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	args = append(args, "--kubeconfig", bed.cluster.KubeconfigPath)
-	if code := inspect.Main(context.Background(), "kubectl driverset", args, &out, &errOut); code != 0 {
+	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("kubectl driverset %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 	}
 	t.Logf("kubectl driverset %s:\n%s", strings.Join(args[:len(args)-2], " "), out.String())
@@ -142,7 +142,7 @@ func TestPluginCheck(t *testing.T) {
 		t.Errorf("check printed %q", out)
 	}
 	var stdout, stderr bytes.Buffer
-	code := inspect.Main(context.Background(), "kubectl driverset", []string{"check", "-n", "kube-system", "--kubeconfig", bed.cluster.KubeconfigPath}, &stdout, &stderr)
+	code := cli.Main(context.Background(), []string{"check", "-n", "kube-system", "--kubeconfig", bed.cluster.KubeconfigPath}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "did not convert") {
 		t.Errorf("check in kube-system (excluded): exit %d, %q; want 1 and the reason", code, stderr.String())
 	}

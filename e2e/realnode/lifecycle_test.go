@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/inspect"
+	"github.com/driverset/driverset/inspect/cli"
 	"github.com/driverset/driverset/wrap"
 )
 
@@ -189,7 +189,7 @@ func TestSIGTERMReachesTheDriver(t *testing.T) {
 func pluginLogs(t *testing.T, ctx context.Context, ns, driver string, args ...string) string {
 	var out, errOut bytes.Buffer
 	args = append([]string{"logs", driver, "-n", ns, "--kubeconfig", bed.cluster.KubeconfigPath}, args...)
-	if code := inspect.Main(ctx, "kubectl driverset", args, &out, &errOut); code != 0 {
+	if code := cli.Main(ctx, args, &out, &errOut); code != 0 {
 		t.Errorf("kubectl driverset %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 	}
 	t.Logf("kubectl driverset %s:\n%s", strings.Join(args, " "), out.String())
