@@ -46,7 +46,7 @@ the restarts and recoveries, the controller's record of a lost driver, and the o
 			if output == "" {
 				return inspect.WriteStatus(e.streams.Out, st)
 			}
-			return print(e.streams.Out, output, statusDocument(st))
+			return printDocument(e.streams.Out, output, statusDocument(st))
 		},
 	}
 	addOutputFlag(c, &output)

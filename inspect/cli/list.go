@@ -47,7 +47,7 @@ its age. It reads the namespace's pods only (one list call), so a namespace's te
 			}
 			rows := inspect.Rows(pods.Items)
 			if output != "" {
-				return print(e.streams.Out, output, listDocument(rows))
+				return printDocument(e.streams.Out, output, listDocument(rows))
 			}
 			return inspect.WriteRows(e.streams.Out, rows, all, now())
 		},

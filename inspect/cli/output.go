@@ -32,8 +32,8 @@ func checkOutput(output string) error {
 	return nil
 }
 
-// print writes doc as JSON (indented, as kubectl does) or YAML.
-func print(w io.Writer, output string, doc any) error {
+// printDocument writes doc as JSON (indented, as kubectl does) or YAML.
+func printDocument(w io.Writer, output string, doc any) error {
 	b, err := json.MarshalIndent(doc, "", "    ")
 	if err != nil {
 		return err
