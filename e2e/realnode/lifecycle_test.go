@@ -5,6 +5,7 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,14 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 	// (whose own log is empty); with -f it follows the driver until the app ends.
 	if out := pluginLogs(t, context.Background(), ns, s.plan.DriverPodName); strings.Count(out, "simspark: driver started") != 1 {
 		t.Errorf("kubectl driverset logs printed %q; want the second incarnation's log, started once", out)
+	}
+	// The log flags reach the kubelet: the last line alone, stamped; --since 1h keeps the start.
+	last := strings.Split(strings.TrimSpace(pluginLogs(t, context.Background(), ns, s.plan.DriverPodName, "--tail", "1", "--timestamps")), "\n")
+	if len(last) != 1 || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z `).MatchString(last[0]) {
+		t.Errorf("kubectl driverset logs --tail 1 --timestamps printed %q; want one line that begins with its RFC3339 time", last)
+	}
+	if out := pluginLogs(t, context.Background(), ns, s.plan.DriverPodName, "--since", "1h", "-c", contract.DriverContainerName); !strings.Contains(out, "simspark: driver started") {
+		t.Errorf("kubectl driverset logs --since 1h -c %s printed %q; want the driver's start", contract.DriverContainerName, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
