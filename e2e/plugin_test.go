@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/inspect"
+	"github.com/driverset/driverset/inspect/cli"
 )
 
 // plugin runs `kubectl driverset args...` in-process (the binary's whole entry point, flags and
@@ -22,11 +24,23 @@ func plugin(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	args = append(args, "--kubeconfig", bed.cluster.KubeconfigPath)
-	if code := inspect.Main(context.Background(), "kubectl driverset", args, &out, &errOut); code != 0 {
+	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("kubectl driverset %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 	}
 	t.Logf("kubectl driverset %s:\n%s", strings.Join(args[:len(args)-2], " "), out.String())
 	return out.String()
+}
+
+// pluginAs runs `kubectl driverset args...` in-process as user (impersonated with the test bed's
+// admin kubeconfig: what the user's own kubeconfig would be allowed) and returns its exit code,
+// stdout and stderr.
+func pluginAs(t *testing.T, user string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	full := append(append([]string{}, args...), "--kubeconfig", bed.cluster.KubeconfigPath, "--as", user, "--as-group", "system:authenticated")
+	code := cli.Main(context.Background(), full, &out, &errOut)
+	t.Logf("kubectl driverset %s --as %s: exit %d\n%s%s", strings.Join(args, " "), user, code, out.String(), errOut.String())
+	return code, out.String(), errOut.String()
 }
 
 // expectLines fails unless out has a line matching each pattern.
@@ -142,12 +156,77 @@ func TestPluginCheck(t *testing.T) {
 		t.Errorf("check printed %q", out)
 	}
 	var stdout, stderr bytes.Buffer
-	code := inspect.Main(context.Background(), "kubectl driverset", []string{"check", "-n", "kube-system", "--kubeconfig", bed.cluster.KubeconfigPath}, &stdout, &stderr)
+	code := cli.Main(context.Background(), []string{"check", "-n", "kube-system", "--kubeconfig", bed.cluster.KubeconfigPath}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "did not convert") {
 		t.Errorf("check in kube-system (excluded): exit %d, %q; want 1 and the reason", code, stderr.String())
 	}
 	if list, err := kube().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
 		t.Errorf("the dry run left pods behind: %v, %v", list, err)
+	}
+}
+
+// The README's user: a tenant with the namespace's edit role only (no cluster-wide read of Nodes,
+// no pods outside the namespace). list, status (table and -o json), why and logs work for them;
+// the driver's Node, which they may not read, is shown as not visible instead of failing.
+func TestPluginAsATenant(t *testing.T) {
+	ns := namespace(t, nil)
+	tenant(t, ns)
+	user := "tenant-of-" + ns
+	r := startApp(t, app(ns, "plugin-tenant"), 1)
+	p, node := r.sub.plan.DriverPodName, r.pod.Spec.NodeName
+
+	code, out, errOut := pluginAs(t, user, "list", "-n", ns)
+	if code != 0 {
+		t.Fatalf("list as a tenant: exit %d: %s", code, errOut)
+	}
+	expectLines(t, "list", out,
+		`^NAME +PHASE +RESTARTS +DRIVER POD +NODE +AGE$`,
+		`^`+p+` +Running +0 \(0 in all\) +`+r.names.DriverPodName()+` +`+node+` +\d+s$`,
+	)
+	if n := strings.Count(out, "\n"); n != 2 {
+		t.Errorf("list as a tenant printed %d lines, want the header and one driver", n)
+	}
+	// -A needs pods of every namespace, which a tenant may not list: the apiserver's refusal.
+	if code, _, errOut := pluginAs(t, user, "list", "-A"); code != 1 || !strings.Contains(errOut, "forbidden") {
+		t.Errorf("list -A as a tenant: exit %d, %q; want 1 and the apiserver's refusal", code, errOut)
+	}
+	expectLines(t, "list -A as admin", plugin(t, "list", "-A"), `^`+ns+` +`+p+` +Running +`)
+
+	code, out, errOut = pluginAs(t, user, "status", p, "-n", ns, "-o", "json")
+	if code != 0 {
+		t.Fatalf("status -o json as a tenant: exit %d: %s", code, errOut)
+	}
+	var st cli.DriverStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	if st.Kind != "DriverStatus" || st.Namespace != ns || st.Name != p || st.Phase != "Running" || st.StatefulSet != r.names.StatefulSet ||
+		!strings.HasPrefix(st.DriverPod, r.names.DriverPodName()+" (uid "+string(r.pod.UID)+"), Running") ||
+		st.Node != node+": "+inspect.NotVisibleNodes || strings.Join(st.NotVisible, ",") != "nodes" || st.Recoveries == nil || *st.Recoveries != 0 {
+		t.Errorf("status -o json as a tenant: %+v", st)
+	}
+	code, out, _ = pluginAs(t, user, "status", p, "-n", ns)
+	if code != 0 {
+		t.Fatalf("status as a tenant: exit %d", code)
+	}
+	expectLines(t, "status as a tenant", out, `^Node: +`+node+`: not visible \(`, `^Recoveries: +0 `)
+
+	code, out, _ = pluginAs(t, user, "why", p, "-n", ns)
+	if code != 0 {
+		t.Fatalf("why as a tenant: exit %d", code)
+	}
+	expectLines(t, "why as a tenant", out, `placeholder +Normal +\*Converted `)
+
+	// logs: the flags reach the request (a container the pod lacks is refused before it is sent);
+	// KWOK's nodes serve no logs, so what a log holds is the real-node test's (e2e/realnode).
+	if code, _, errOut := pluginAs(t, user, "logs", p, "-n", ns, "-c", "nope"); code != 1 || !strings.Contains(errOut, `no container "nope"`) {
+		t.Errorf("logs -c nope as a tenant: exit %d, %q", code, errOut)
+	}
+	// The edit role may read pods/log: the request passes the apiserver and reaches the node, whose
+	// KWOK stand-in answers 404.
+	code, _, errOut = pluginAs(t, user, "logs", p, "-n", ns, "--since", "5m", "--timestamps", "--tail", "1", "--request-timeout", "20s")
+	if code != 1 || strings.Contains(errOut, "forbidden") || !strings.Contains(errOut, "could not find the requested resource ( pods/log") {
+		t.Errorf("logs as a tenant: exit %d, %q; want KWOK's 404 for pods/log, past the apiserver's authorization", code, errOut)
 	}
 }
 

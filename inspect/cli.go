@@ -13,111 +13,66 @@ import (
 	"github.com/driverset/driverset/version"
 )
 
-// Usage is `kubectl driverset --help`.
-const Usage = `kubectl driverset: find a Spark driver that driverset runs, and why it is where it is.
+// CheckUsage is `driverset check --help`.
+const CheckUsage = `usage: driverset check [--namespace NS] [--kubeconfig FILE] [--context NAME]
 
-<driver> is the driver pod spark-submit made (the placeholder it watches), in -n NAMESPACE.
+Ask the apiserver to admit an opted-in driver pod (dry run) in NS and check that driverset
+converted it: the install check that helm test runs, the same as kubectl driverset check.
 
-usage:
-  kubectl driverset status <driver>              the placeholder, the StatefulSet, the real driver pod (<sts>-0),
-                                                 its node, phase, restarts, recoveries, the lost-node note, the outcome
-  kubectl driverset logs <driver> [-f] [--previous] [--tail N]
-                                                 the log of the current incarnation's driver container
-  kubectl driverset why <driver>                 the Events of the placeholder, the StatefulSet and every incarnation
-                                                 of its pod, in time order; driverset's decisions marked
-  kubectl driverset check                        ask the apiserver to admit an opted-in driver pod (dry run) in -n
-                                                 NAMESPACE and check that driverset converted it (the install check)
-  kubectl driverset version                      this build's version
-
-flags (every command):
-  -n, --namespace string    the driver's namespace (default: the kubeconfig context's)
+  -n, --namespace string    the namespace (default: the kubeconfig context's, or the pod's in-cluster)
       --kubeconfig string   the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)
       --context string      the kubeconfig context
 `
 
-// errUsage marks a command line that cannot be run; Main prints the usage after it.
+// errUsage marks a command line that cannot be run; CheckMain prints the usage after it.
 var errUsage = errors.New("usage")
 
-// Main runs `kubectl driverset` with args (without the program name) and returns its exit code:
-// 0, 1 when the command failed, 2 for a bad command line. prog names the program in its errors
-// ("kubectl driverset", or "driverset" for `driverset check`).
-func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
-	err := run(ctx, args, stdout)
+// CheckMain runs `driverset check` (driverset's own binary: helm test's pod) with args (after
+// "check") and returns its exit code: 0, 1 when the check failed, 2 for a bad command line. It
+// keeps driverset's binary free of the plugin's command line (cobra, cli-runtime: package
+// inspect/cli), with the few flags an in-cluster pod needs.
+func CheckMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := runCheck(ctx, args, stdout)
 	switch {
 	case err == nil || errors.Is(err, pflag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "%s: %v\n\n%s", prog, err, Usage)
+		fmt.Fprintf(stderr, "driverset check: %v\n\n%s", err, CheckUsage)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		fmt.Fprintf(stderr, "driverset check: %v\n", err)
 		return 1
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("kubectl driverset", pflag.ContinueOnError)
+func runCheck(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("driverset check", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() { fmt.Fprint(stdout, Usage) }
 	var kubeconfig, kubecontext, namespace string
-	var logs LogOptions
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "")
 	fs.StringVar(&kubecontext, "context", "", "")
 	fs.StringVarP(&namespace, "namespace", "n", "", "")
-	fs.BoolVarP(&logs.Follow, "follow", "f", false, "")
-	fs.BoolVarP(&logs.Previous, "previous", "p", false, "")
-	fs.Int64Var(&logs.Tail, "tail", -1, "")
 	help := fs.BoolP("help", "h", false, "")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if *help || fs.NArg() > 0 && fs.Arg(0) == "help" {
-		fmt.Fprint(stdout, Usage)
-		return nil
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: no command", errUsage)
-	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	if cmd == "version" {
-		_, err := fmt.Fprintf(stdout, "kubectl-driverset %s\n", version.Get().String()[len("driverset "):])
+	if *help {
+		_, err := fmt.Fprint(stdout, CheckUsage)
 		return err
 	}
-	wantArgs := map[string]int{"status": 1, "logs": 1, "why": 1, "check": 0}
-	n, known := wantArgs[cmd]
-	switch {
-	case !known:
-		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
-	case len(rest) != n:
-		return fmt.Errorf("%w: %s takes %d argument(s), got %d", errUsage, cmd, n, len(rest))
-	case cmd != "logs" && (logs.Follow || logs.Previous || logs.Tail >= 0):
-		return fmt.Errorf("%w: -f, --previous and --tail are flags of logs", errUsage)
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: check takes no argument, got %q", errUsage, fs.Args())
 	}
-
 	client, ns, err := clientFor(kubeconfig, kubecontext, namespace)
 	if err != nil {
 		return err
 	}
-	if cmd == "check" {
-		got, err := RunCheck(ctx, client, ns)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "driverset converted the opted-in driver pod %s/%s (dry run): scheduling gates %v\n", ns, got.Name, got.Spec.SchedulingGates)
-		return err
-	}
-	s, err := Fetch(ctx, client, ns, rest[0])
+	got, err := RunCheck(ctx, client, ns)
 	if err != nil {
 		return err
 	}
-	switch cmd {
-	case "status":
-		return WriteStatus(stdout, StatusOf(s))
-	case "why":
-		return WriteTimeline(stdout, Timeline(s))
-	default:
-		return StreamLogs(ctx, client, s, logs, stdout)
-	}
+	_, err = fmt.Fprintf(stdout, "driverset converted the opted-in driver pod %s/%s (dry run): scheduling gates %v\n", ns, got.Name, got.Spec.SchedulingGates)
+	return err
 }
 
 // clientFor builds a client the way kubectl does from its flags, and the namespace to use.
@@ -129,7 +84,7 @@ func clientFor(kubeconfig, kubecontext, namespace string) (kubernetes.Interface,
 	if err != nil {
 		return nil, "", err
 	}
-	cfg.UserAgent = "kubectl-driverset/" + version.Get().Version
+	cfg.UserAgent = "driverset-check/" + version.Get().Version
 	if namespace == "" {
 		if namespace, _, err = cc.Namespace(); err != nil {
 			return nil, "", err

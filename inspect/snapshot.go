@@ -31,8 +31,13 @@ type Snapshot struct {
 	// Node is Driver's node; NodeMissing is true when Driver is bound to a node that does not exist.
 	Node        *corev1.Node
 	NodeMissing bool
+	// NodeNotVisible is true when the apiserver refused to show Driver's node (Forbidden: a
+	// tenant with namespaced rights only may not read Nodes, which are cluster-scoped).
+	NodeNotVisible bool
 	// Events of the placeholder, the StatefulSet and every incarnation of its pod (they share its name).
 	Events []corev1.Event
+	// EventsNotVisible is true when the apiserver refused to list the namespace's Events (Forbidden).
+	EventsNotVisible bool
 }
 
 // Fetch reads the Snapshot of the placeholder called name in namespace ns.
@@ -52,10 +57,15 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 		return nil, err
 	}
 	if s.Driver != nil && s.Driver.Spec.NodeName != "" {
-		if s.Node, err = getOrNil(c.CoreV1().Nodes().Get(ctx, s.Driver.Spec.NodeName, metav1.GetOptions{})); err != nil {
+		s.Node, err = getOrNil(c.CoreV1().Nodes().Get(ctx, s.Driver.Spec.NodeName, metav1.GetOptions{}))
+		switch {
+		case apierrors.IsForbidden(err):
+			s.NodeNotVisible = true
+		case err != nil:
 			return nil, err
+		default:
+			s.NodeMissing = s.Node == nil
 		}
-		s.NodeMissing = s.Node == nil
 	}
 	// The StatefulSet usually has the placeholder's name: ask once per name, keep each Event once.
 	seen := sets.New[string]()
@@ -63,6 +73,10 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 		list, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", obj).String(),
 		})
+		if apierrors.IsForbidden(err) {
+			s.EventsNotVisible, s.Events = true, nil
+			break
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -2,13 +2,17 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -72,5 +76,52 @@ func TestFetchLegacyName(t *testing.T) {
 				t.Errorf("StatefulSet %q, want %q", s.Names.StatefulSet, tc.want)
 			}
 		})
+	}
+}
+
+// A tenant with namespaced edit may not read Nodes (cluster-scoped) and, under a tighter role,
+// Events: Fetch keeps what it could read and says what it could not, instead of failing, and
+// status and why say "not visible" rather than "deleted" or "none".
+func TestFetchAsATenantWhoMayNotReadNodesOrEvents(t *testing.T) {
+	d := driverPod("d0", "n1")
+	recovered := event("Pod", "pi-driver", "p-uid", ReasonRecovered, ControllerName, at(90))
+	c := fake.NewClientset(placeholder(), statefulSet(), d, &recovered)
+	forbid := func(resource string) {
+		c.PrependReactor("*", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("RBAC: tenant"))
+		})
+	}
+	forbid("nodes")
+	forbid("events")
+	s, err := Fetch(context.Background(), c, "jobs", "pi-driver")
+	if err != nil {
+		t.Fatalf("Fetch as a tenant: %v", err)
+	}
+	if s.Driver == nil || s.NodeMissing || !s.NodeNotVisible || !s.EventsNotVisible || len(s.Events) != 0 {
+		t.Errorf("snapshot: driver %v, node missing %v, node not visible %v, events not visible %v, %d Events",
+			s.Driver != nil, s.NodeMissing, s.NodeNotVisible, s.EventsNotVisible, len(s.Events))
+	}
+	var status, why strings.Builder
+	if err := WriteStatus(&status, StatusOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWhy(&why, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Node:         n1: not visible (", "Recoveries:   not visible ("} {
+		if !strings.Contains(status.String(), want) {
+			t.Errorf("status has no %q:\n%s", want, status.String())
+		}
+	}
+	if !strings.Contains(why.String(), "Events are not visible") {
+		t.Errorf("why:\n%s", why.String())
+	}
+	// Any other error still fails: only Forbidden is "not visible".
+	c2 := fake.NewClientset(placeholder(), statefulSet(), d)
+	c2.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("apiserver down")
+	})
+	if _, err := Fetch(context.Background(), c2, "jobs", "pi-driver"); err == nil {
+		t.Error("Fetch hid an unavailable apiserver")
 	}
 }

@@ -44,6 +44,9 @@ type Status struct {
 	RestartWindow                        time.Duration
 	// Recoveries counts the Recovered Events still kept (the apiserver expires Events, by default after 1h).
 	Recoveries int
+	// NodeNotVisible and EventsNotVisible say that the apiserver refused to show the user the
+	// driver's Node or the Events (Forbidden): Node or Recoveries then say "not visible".
+	NodeNotVisible, EventsNotVisible bool
 	// Lost is the controller's record that the running driver was lost; "" when none is open.
 	Lost string
 }
@@ -68,6 +71,9 @@ func StatusOf(s *Snapshot) Status {
 		MaxRestarts: contract.DefaultMaxRestarts,
 		Recoveries:  countEvents(s.Events, p, ReasonRecovered),
 		Lost:        lost(p),
+
+		NodeNotVisible:   s.NodeNotVisible,
+		EventsNotVisible: s.EventsNotVisible,
 	}
 	st.Restarts, _ = strconv.Atoi(p.Annotations[contract.AnnotationRestarts])
 	if n, err := strconv.Atoi(p.Annotations[contract.AnnotationMaxRestarts]); err == nil && n >= 0 {
@@ -88,7 +94,7 @@ func StatusOf(s *Snapshot) Status {
 		st.Driver = driverLine(d, driverContainer(p))
 		st.RunsAs = runsAs(d, driverContainer(p))
 		if d.Spec.NodeName != "" {
-			st.Node = nodeLine(d.Spec.NodeName, s.Node, s.NodeMissing)
+			st.Node = nodeLine(d.Spec.NodeName, s.Node, s.NodeMissing, s.NodeNotVisible)
 		}
 	}
 	return st
@@ -169,7 +175,10 @@ func driverLine(d *corev1.Pod, container string) string {
 
 // nodeLine describes the driver's node: Ready or not since when, and the taints that decide a
 // lost node's fate (unreachable, out-of-service).
-func nodeLine(name string, n *corev1.Node, missing bool) string {
+func nodeLine(name string, n *corev1.Node, missing, notVisible bool) string {
+	if notVisible {
+		return name + ": " + NotVisibleNodes
+	}
 	if missing || n == nil {
 		return name + ": deleted (the Node object does not exist)"
 	}
@@ -186,6 +195,12 @@ func nodeLine(name string, n *corev1.Node, missing bool) string {
 	}
 	return line
 }
+
+// What status and why say when the apiserver refuses to show Nodes or Events (Forbidden).
+const (
+	NotVisibleNodes  = "not visible (you may not read Nodes; a cluster admin can tell whether the node is Ready)"
+	NotVisibleEvents = "not visible (you may not list Events in this namespace)"
+)
 
 // outOfService is the taint with which an admin confirms that a node is down.
 const outOfService = "node.kubernetes.io/out-of-service"
@@ -252,7 +267,11 @@ func WriteStatus(w io.Writer, st Status) error {
 	}
 	row("Restarts", fmt.Sprintf("%d of %d in this run of failures (after the driver process failed; %d in all; %s)",
 		st.Restarts, st.MaxRestarts, st.TotalRestarts, forgotten))
-	row("Recoveries", fmt.Sprintf("%d (new incarnations after a lost driver, from the Events still kept)", st.Recoveries))
+	if st.EventsNotVisible {
+		row("Recoveries", NotVisibleEvents)
+	} else {
+		row("Recoveries", fmt.Sprintf("%d (new incarnations after a lost driver, from the Events still kept)", st.Recoveries))
+	}
 	row("Lost driver", or(st.Lost, "(none)"))
 	return tw.Flush()
 }

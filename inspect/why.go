@@ -142,6 +142,15 @@ func shortUID(uid string) string {
 	return uid
 }
 
+// WriteWhy prints s's timeline, or says that its Events are not visible to the user.
+func WriteWhy(w io.Writer, s *Snapshot) error {
+	if s.EventsNotVisible {
+		_, err := fmt.Fprintf(w, "Events are %s.\n", NotVisibleEvents)
+		return err
+	}
+	return WriteTimeline(w, Timeline(s))
+}
+
 // WriteTimeline prints entries as a table; driverset's own decisions are marked with "*".
 func WriteTimeline(w io.Writer, entries []Entry) error {
 	if len(entries) == 0 {

@@ -76,7 +76,7 @@ func run(args []string) int {
 		return 0
 	case "check":
 		// The same check as `kubectl driverset check`, from driverset's own image.
-		return inspect.Main(context.Background(), "driverset", args, os.Stdout, os.Stderr)
+		return inspect.CheckMain(context.Background(), args[1:], os.Stdout, os.Stderr)
 	case "version", "--version":
 		fmt.Println(version.Get())
 		return 0

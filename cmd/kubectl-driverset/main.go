@@ -1,6 +1,6 @@
-// Command kubectl-driverset is the kubectl plugin `kubectl driverset` (put it on PATH): status,
-// logs and Events of a Spark driver that driverset runs, found from the driver pod spark-submit
-// made. Its logic is in package inspect.
+// Command kubectl-driverset is the kubectl plugin `kubectl driverset` (put it on PATH): list the
+// drivers that driverset runs, and show the status, logs and Events of one, found from the
+// driver pod spark-submit made. Its command line is package inspect/cli; its logic, package inspect.
 package main
 
 import (
@@ -9,12 +9,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/driverset/driverset/inspect"
+	"github.com/driverset/driverset/inspect/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := inspect.Main(ctx, "kubectl driverset", os.Args[1:], os.Stdout, os.Stderr)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -5,6 +5,7 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/inspect"
+	"github.com/driverset/driverset/inspect/cli"
 	"github.com/driverset/driverset/wrap"
 )
 
@@ -106,6 +107,14 @@ func TestDriverLifecycleInARestrictedNamespace(t *testing.T) {
 	if out := pluginLogs(t, context.Background(), ns, s.plan.DriverPodName); strings.Count(out, "simspark: driver started") != 1 {
 		t.Errorf("kubectl driverset logs printed %q; want the second incarnation's log, started once", out)
 	}
+	// The log flags reach the kubelet: the last line alone, stamped; --since 1h keeps the start.
+	last := strings.Split(strings.TrimSpace(pluginLogs(t, context.Background(), ns, s.plan.DriverPodName, "--tail", "1", "--timestamps")), "\n")
+	if len(last) != 1 || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z `).MatchString(last[0]) {
+		t.Errorf("kubectl driverset logs --tail 1 --timestamps printed %q; want one line that begins with its RFC3339 time", last)
+	}
+	if out := pluginLogs(t, context.Background(), ns, s.plan.DriverPodName, "--since", "1h", "-c", contract.DriverContainerName); !strings.Contains(out, "simspark: driver started") {
+		t.Errorf("kubectl driverset logs --since 1h -c %s printed %q; want the driver's start", contract.DriverContainerName, out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	followed := make(chan string, 1)
@@ -189,7 +198,7 @@ func TestSIGTERMReachesTheDriver(t *testing.T) {
 func pluginLogs(t *testing.T, ctx context.Context, ns, driver string, args ...string) string {
 	var out, errOut bytes.Buffer
 	args = append([]string{"logs", driver, "-n", ns, "--kubeconfig", bed.cluster.KubeconfigPath}, args...)
-	if code := inspect.Main(ctx, "kubectl driverset", args, &out, &errOut); code != 0 {
+	if code := cli.Main(ctx, args, &out, &errOut); code != 0 {
 		t.Errorf("kubectl driverset %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 	}
 	t.Logf("kubectl driverset %s:\n%s", strings.Join(args, " "), out.String())

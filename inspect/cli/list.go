@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driverset/driverset/inspect"
+)
+
+// now is the clock of list's AGE column (tests set it).
+var now = time.Now
+
+func listCommand(e *env) *cobra.Command {
+	var output string
+	var all bool
+	c := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "The drivers that driverset runs in a namespace (-A: in every namespace)",
+		Long: `List the drivers that driverset runs: each placeholder spark-submit made, its phase, the
+restarts in this run of failures (and in all), its current driver pod and that pod's node, and
+its age. It reads the namespace's pods only (one list call), so a namespace's tenant can run it.`,
+		Example: `  kubectl driverset list -n spark-jobs
+
+  # every namespace you may list pods in
+  kubectl driverset list -A
+
+  kubectl driverset list -n spark-jobs -o yaml`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, ns, err := e.clientAndNamespace()
+			if err != nil {
+				return err
+			}
+			if all {
+				ns = metav1.NamespaceAll
+			}
+			// Placeholders and driver pods carry different labels: list the namespace's pods once.
+			pods, err := client.CoreV1().Pods(ns).List(c.Context(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			rows := inspect.Rows(pods.Items)
+			if output != "" {
+				return printDocument(e.streams.Out, output, listDocument(rows))
+			}
+			return inspect.WriteRows(e.streams.Out, rows, all, now())
+		},
+	}
+	c.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list the drivers of every namespace")
+	addOutputFlag(c, &output)
+	return c
+}
