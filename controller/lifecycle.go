@@ -23,6 +23,10 @@ type Outcome struct {
 	// SelfFenced: wrap stopped the driver because its heartbeat could not be renewed (not the
 	// driver's failure).
 	SelfFenced bool
+	// Stopped: wrap recorded that a stop from outside (the kubelet's SIGTERM) came before the
+	// driver ended; ByItself: that none did. Neither when the record does not say (a wrap before
+	// the stop line, wrap.StopOf).
+	Stopped, ByItself bool
 }
 
 // outcomeOf reads the recorded exit of container in pod (S-0). wrap runs the driver once per pod,
@@ -44,6 +48,9 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
+	if o.Exited && o.Code != 0 && !o.SelfFenced && (o.ByItself || o.Stopped) {
+		return saidByWrap(pod, container, o)
+	}
 	if _, _, disrupted := disruptedBy(pod); disrupted && byItsKubelet(pod) {
 		// The kubelet's mark carries no time to compare with: it sends the DisruptionTarget
 		// condition only once every container has stopped, and stamps it then (k8s v1.37
@@ -65,6 +72,29 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 		return Outcome{}
 	}
 	return o
+}
+
+// saidByWrap is outcomeOf for a non-zero end whose record says whether a stop from outside came
+// before it (wrap.StopOf), which the pod's marks and times cannot say (issue 34; the model
+// checker found both ways it went wrong):
+//   - an end by itself is the driver's own exit, whatever stopped the pod after it: an exit 1 the
+//     kubelet had not yet restarted wrap after when it then shut the node down was taken for the
+//     kill (TestKubeletStopHidesAnExitNotRestarted);
+//   - an end after the kubelet's SIGTERM is the stop of a pod being deleted or marked for its
+//     node's sake (no outcome: a recovery); one the kubelet started the container again after
+//     stopped no pod (a failed liveness probe: the driver's failure). Neither yet, and the end is
+//     the kill of a stop whose mark the kubelet has not sent: it reports the killed containers
+//     first and marks the pod only once all stopped (k8s v1.37 SyncTerminatingPod,
+//     mergePodStatus), and that 143 was taken for the driver's exit (TestKubeletKillBeforeItsMark).
+//     Nothing is decided until one or the other shows.
+func saidByWrap(pod *corev1.Pod, container string, o Outcome) Outcome {
+	switch {
+	case o.ByItself:
+		return o
+	case exitedBeforeARestart(pod, container):
+		return o
+	}
+	return Outcome{}
 }
 
 // Reasons the kubelet gives a pod it terminated itself (pod.status.reason, with phase Failed):
@@ -223,7 +253,9 @@ func recordedEnd(pod *corev1.Pod, container string) (Outcome, bool) {
 		if recorded, ok := wrap.ParseTerminationMessage(t.Message); ok {
 			code = recorded
 		}
-		return Outcome{Exited: true, Code: code, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID, SelfFenced: wrap.IsSelfFenced(t.Message)}, skip+i == 1
+		stopped, known := wrap.StopOf(t.Message)
+		return Outcome{Exited: true, Code: code, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, PodUID: pod.UID,
+			SelfFenced: wrap.IsSelfFenced(t.Message), Stopped: stopped, ByItself: known && !stopped}, skip+i == 1
 	}
 	return Outcome{}, false
 }

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -17,16 +16,9 @@ import (
 
 // Defects the model checker found, each reproduced here on the harness: they failed before their
 // fix (docs/testing.md, "The model checker", gives the traces). A defect it finds that is not
-// fixed yet gets its test here, skipped by name (skipOpenDefect; DRIVERSET_OPEN_DEFECTS=1 runs
-// it, and it fails), and mstate.Known, so that the checker logs its trace instead of failing. Two
-// are open: the kubelet's own stops (model_disruption_test.go), found 2026-12-06.
-
-func skipOpenDefect(t *testing.T, defect string) {
-	t.Helper()
-	if os.Getenv("DRIVERSET_OPEN_DEFECTS") == "" {
-		t.Skip("open defect (model checker, issue 34): " + defect)
-	}
-}
+// fixed yet is named in mstate.Known, so that the checker logs its trace instead of failing, and
+// gets its test here, skipped until the fix; none is open now. The last two, the kubelet's own
+// stops (model_disruption_test.go), were found and fixed on 2026-12-06 (wrap.Record's stop line).
 
 // defectIdleStopRestatesTheExit is the first: the model's shortest trace is six events.
 const defectIdleStopRestatesTheExit = "an idling wrap stopped by S-0's deletion restated the driver's exit with the stop's finishedAt, so a non-zero exit made before the deletion was taken for the deletion's stop and never counted"
@@ -141,7 +133,7 @@ func TestForcedDeleteAfterAnEvictionIsHeld(t *testing.T) {
 	}
 }
 
-// defectKubeletKillBeforeItsMark: open. The model's shortest trace is two events.
+// defectKubeletKillBeforeItsMark: fixed by wrap's stop line (wrap.Record). The model's shortest trace was two events.
 const defectKubeletKillBeforeItsMark = "the kubelet reports the containers it stopped for a node shutdown or a node-pressure eviction before it reports the pod Failed with its DisruptionTarget mark, so the kill's 143 is read as the driver's exit"
 
 // TestKubeletKillBeforeItsMark: the kubelet stops S-0 for its node's graceful shutdown. Its
@@ -152,16 +144,20 @@ const defectKubeletKillBeforeItsMark = "the kubelet reports the containers it st
 // terminated with wrap's 143, no mark, no deletion. driverset takes that 143 for the driver's
 // exit: with max-restarts 0 the app is Failed at once, before the mark comes.
 func TestKubeletKillBeforeItsMark(t *testing.T) {
-	skipOpenDefect(t, defectKubeletKillBeforeItsMark)
 	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "0"}, nil)
 	shutdownAt := t0.Add(10 * time.Minute)
+	// wrap forwarded the kubelet's SIGTERM and says so in its record (wrap.Record).
+	killed := wrap.Record(143, "the driver command /opt/entrypoint.sh exited with code 143", true)
 	held := shutdownStatus(t0.Add(30*time.Second), shutdownAt)
+	held.ContainerStatuses[0].State.Terminated.Message = killed
 	held.Phase, held.Reason, held.Message = corev1.PodRunning, "", ""
 	held.Conditions = slices.DeleteFunc(held.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.DisruptionTarget })
 	h.setDriverStatus(held)
 	h.now = shutdownAt.Add(3 * time.Second)
 	h.reconcile()
-	h.setDriverStatus(shutdownStatus(t0.Add(30*time.Second), shutdownAt.Add(4*time.Second)))
+	marked := shutdownStatus(t0.Add(30*time.Second), shutdownAt.Add(4*time.Second))
+	marked.ContainerStatuses[0].State.Terminated.Message = killed
+	h.setDriverStatus(marked)
 	h.now = h.now.Add(2 * time.Second)
 	h.reconcile()
 	if p := h.placeholder(); p.Status.Phase == corev1.PodFailed {
@@ -169,7 +165,7 @@ func TestKubeletKillBeforeItsMark(t *testing.T) {
 	}
 }
 
-// defectKubeletStopHidesAnExitNotRestarted: open. The model's shortest trace is six events.
+// defectKubeletStopHidesAnExitNotRestarted: fixed by wrap's stop line. The model's shortest trace was six events.
 const defectKubeletStopHidesAnExitNotRestarted = "an exit the kubelet has not restarted wrap after yet (state.terminated) is dropped when the kubelet then stops the pod for a node shutdown or a node-pressure eviction: never counted"
 
 // TestKubeletStopHidesAnExitNotRestarted: the driver exits 1; before the kubelet starts wrap again
@@ -178,12 +174,11 @@ const defectKubeletStopHidesAnExitNotRestarted = "an exit the kubelet has not re
 // in state.terminated. The restart rule (exitedBeforeARestart) sees no restart after it, and
 // outcomeOf takes it for the kill: the failure is never counted.
 func TestKubeletStopHidesAnExitNotRestarted(t *testing.T) {
-	skipOpenDefect(t, defectKubeletStopHidesAnExitNotRestarted)
 	h := runningCluster(t, nil, nil)
 	exited := t0.Add(10 * time.Minute)
 	st := shutdownStatus(t0.Add(30*time.Second), exited.Add(3*time.Second))
 	cs := &st.ContainerStatuses[0]
-	cs.State.Terminated.ExitCode, cs.State.Terminated.Message = 1, wrap.TerminationMessage(1, "")
+	cs.State.Terminated.ExitCode, cs.State.Terminated.Message = 1, wrap.Record(1, "", false)
 	cs.State.Terminated.FinishedAt = metav1.NewTime(exited)
 	before := st
 	before.Phase, before.Reason, before.Message = corev1.PodRunning, "", ""

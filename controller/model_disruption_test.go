@@ -80,15 +80,3 @@ func (inc *minc) markOf(st *corev1.PodStatus) {
 	st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 		Reason: corev1.PodReasonTerminationByKubelet, Message: st.Message, LastTransitionTime: metaTime(inc.MarkedAt)})
 }
-
-// heldKill reports whether the kubelet has reported the containers it stopped for its own reason,
-// a running driver's 143 among them, but not yet the pod's end with its mark: the status that
-// TestKubeletKillBeforeItsMark shows read as the driver's exit (open). inc nil: any incarnation.
-func (w *mworld) heldKill(inc *minc) bool {
-	for _, i := range w.m.Incs {
-		if (inc == nil || i == inc) && i.Disrupted != "" && i.MarkedAt.IsZero() && i.Term != nil && i.Term.Kind == termStopped {
-			return true
-		}
-	}
-	return false
-}

@@ -116,14 +116,17 @@ func (t *mterm) terminated() *corev1.ContainerStateTerminated {
 	case termStartError:
 		out = failedStarts[2].term
 	case termExit:
-		out = corev1.ContainerStateTerminated{ExitCode: int32(t.Code), Reason: "Error", Message: wrap.TerminationMessage(t.Code, "")}
+		// wrap's record of an end by itself (wrap.Record): no stop from outside came before it.
+		out = corev1.ContainerStateTerminated{ExitCode: int32(t.Code), Reason: "Error", Message: wrap.Record(t.Code, "", false)}
 		if t.Code == 0 {
 			out.Reason = "Completed"
 		}
 	case termStopped:
-		out = corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error", Message: wrap.TerminationMessage(143, "")}
+		// The kubelet's SIGTERM, forwarded: wrap records the stop that came before the end.
+		out = corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error", Message: wrap.Record(143, "", true)}
 	case termIdleStopped:
-		out = corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: wrap.TerminationMessage(t.Code, "")}
+		// The idling wrap writes its record again: that of the driver's own exit.
+		out = corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: wrap.Record(t.Code, "", false)}
 	case termUnknown:
 		// No times: the kubelet writes them only for a container it saw end.
 		return &corev1.ContainerStateTerminated{ExitCode: 137, Reason: reasonStatusUnknown,

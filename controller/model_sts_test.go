@@ -116,9 +116,6 @@ func (w *mworld) stsCreate() mevent {
 			switch {
 			case *prev.OwnExit == 0:
 				w.m.Broken = fmt.Sprintf("%s: S-0 made again after incarnation #%d's driver exited 0", promiseNoRerun, len(w.m.Incs))
-			case lost && prev.Disrupted != "" && prev.Term != nil && prev.Term.Kind == termExit && !prev.BackingOff:
-				// Open: see TestKubeletStopHidesAnExitNotRestarted.
-				w.m.Known = defectKubeletStopHidesAnExitNotRestarted
 			case lost:
 				w.m.Broken = fmt.Sprintf("%s: incarnation #%d's exit %d was never counted, and the next one is made", promiseExits, len(w.m.Incs), *prev.OwnExit)
 			}

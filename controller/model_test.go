@@ -288,10 +288,7 @@ func (w *mworld) violations() []mviolation {
 			out = append(out, mviolation{promiseExits, "the app ended Succeeded, but no driver exited 0"})
 		}
 	case corev1.PodFailed:
-		if !own(func(c int) bool { return c != 0 }) && w.heldKill(nil) {
-			// Open: see TestKubeletKillBeforeItsMark.
-			w.m.Known = defectKubeletKillBeforeItsMark
-		} else if !own(func(c int) bool { return c != 0 }) {
+		if !own(func(c int) bool { return c != 0 }) {
 			out = append(out, mviolation{promiseExits, "the app ended Failed, but no driver exited on its own (" + p.Status.Message + ")"})
 		}
 		if own(func(c int) bool { return c == 0 }) {
@@ -302,8 +299,6 @@ func (w *mworld) violations() []mviolation {
 		for i, inc := range w.m.Incs {
 			switch {
 			case inc.UID != counted:
-			case inc.OwnExit == nil && w.heldKill(inc):
-				w.m.Known = defectKubeletKillBeforeItsMark // open: see TestKubeletKillBeforeItsMark
 			case inc.OwnExit == nil:
 				out = append(out, mviolation{promiseExits, fmt.Sprintf("a restart was counted for incarnation #%d, whose driver never exited (%s)", i+1, inc.describe())})
 			case *inc.OwnExit == 0:

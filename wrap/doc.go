@@ -7,7 +7,9 @@
 //
 //   - "started", written before the child is started;
 //   - "exit", the child's outcome, written when it ends. It holds a termination message
-//     (TerminationMessage), the same text wrap writes to the container's termination log.
+//     (Record: TerminationMessage's, then a last line saying whether a stop from outside, the
+//     kubelet's SIGTERM, came before the end; StopOf reads it), the same text wrap writes to
+//     the container's termination log.
 //
 // wrap is PID 1 of the container, so every orphaned process in it (the JVM's helpers, PySpark's
 // Python workers, daemons) becomes its child. It reaps each one (and, when it is not PID 1, makes

@@ -18,15 +18,20 @@ const messagePrefix = "driverset-exit-code="
 // empty, a newline and detail. The detail is cut (at a rune boundary) so that the whole message
 // stays within MaxTerminationMessageBytes.
 func TerminationMessage(code int, detail string) string {
+	return terminationMessage(code, detail, MaxTerminationMessageBytes)
+}
+
+// terminationMessage is TerminationMessage within limit bytes.
+func terminationMessage(code int, detail string, limit int) string {
 	head := messagePrefix + strconv.Itoa(code)
 	if detail == "" {
 		return head
 	}
 	msg := head + "\n" + detail
-	if len(msg) <= MaxTerminationMessageBytes {
+	if len(msg) <= limit {
 		return msg
 	}
-	cut := MaxTerminationMessageBytes
+	cut := limit
 	for cut > len(head)+1 && !utf8.RuneStart(msg[cut]) {
 		cut--
 	}

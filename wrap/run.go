@@ -97,13 +97,14 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 	if err := st.markStarted(fmt.Sprintf("started %s by pid %d", time.Now().UTC().Format(time.RFC3339), os.Getpid())); err != nil {
 		return o.failed(err)
 	}
-	code, detail := runChild(ctx, o, sigs, fence)
+	code, detail, stopped := runChild(ctx, o, sigs, fence)
 	o.logf("%s", detail)
-	return code, o.record(st, TerminationMessage(code, detail))
+	return code, o.record(st, Record(code, detail, stopped))
 }
 
 // runChild starts the command, forwards signals to it until it ends, ends whatever it left
-// running, and returns its exit code and a sentence saying what happened.
+// running, and returns its exit code, a sentence saying what happened, and whether a stop from
+// outside (SIGTERM or SIGINT, or ctx's end) came before the end (see stopLinePrefix).
 //
 // Signals go to the child's PID only, not to a process group: that is what the kubelet's SIGTERM
 // to a container does without wrap (only PID 1 receives it), and Spark's entrypoint runs the JVM
@@ -113,7 +114,7 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 //
 // All waiting is the reaper's (see reaper): exec.Cmd only starts the child, and its Wait is
 // called once the reaper has the child's status, to end its copies of the output.
-func runChild(ctx context.Context, o Options, sigs <-chan os.Signal, fence <-chan string) (int, string) {
+func runChild(ctx context.Context, o Options, sigs <-chan os.Signal, fence <-chan string) (code int, detail string, stopped bool) {
 	name := o.Command[0]
 	cmd := exec.Command(name, o.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
@@ -137,7 +138,7 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal, fence <-cha
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			code = ExitNotFound
 		}
-		return code, fmt.Sprintf("cannot run the driver command %s (exit code %d): %v", name, code, err)
+		return code, fmt.Sprintf("cannot run the driver command %s (exit code %d): %v", name, code, err), false
 	}
 	stop := ctx.Done()
 	fenced := ""
@@ -148,10 +149,12 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal, fence <-cha
 			o.logf("%s: killing the driver's process tree", fenced)
 			killTree(cmd.Process.Pid)
 		case s := <-sigs:
+			stopped = stopped || s == syscall.SIGTERM || s == syscall.SIGINT
 			// Fails only when the child has just exited, which the reaper is about to report.
 			_ = cmd.Process.Signal(s)
 		case <-stop:
 			stop = nil
+			stopped = true
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		case <-r.sigchld:
 			status, ended := r.reap(cmd.Process.Pid)
@@ -167,7 +170,7 @@ func runChild(ctx context.Context, o Options, sigs <-chan os.Signal, fence <-cha
 			if fenced != "" {
 				detail = selfFencedDetail(fenced, detail)
 			}
-			return code, detail + left
+			return code, detail + left, stopped
 		}
 	}
 }

@@ -63,6 +63,8 @@ func TestRunRecordsAndReturnsTheChildsExitCode(t *testing.T) {
 			}
 			if rec, msg := p.recorded(t); rec != code {
 				t.Errorf("recorded %d (%q), want %d", rec, msg, code)
+			} else if stopped, known := StopOf(msg); stopped || !known {
+				t.Errorf("StopOf(%q) = %v, %v; want an end by itself", msg, stopped, known)
 			}
 			if n := p.runs(t); n != 1 {
 				t.Errorf("child ran %d times, want 1", n)
@@ -103,8 +105,15 @@ func TestRunForwardsSignalsToTheChild(t *testing.T) {
 			if got := waitFile(t, filepath.Join(p.side, "got")); got != sig.String() {
 				t.Errorf("child received %q, want %q", got, sig.String())
 			}
-			if rec, _ := p.recorded(t); rec != code {
+			rec, msg := p.recorded(t)
+			if rec != code {
 				t.Errorf("recorded %d, want %d", rec, code)
+			}
+			// SIGTERM and SIGINT stop a pod (a deletion, a node's shutdown, an eviction): the
+			// record says the driver ended after one. The others (SIGQUIT: a JVM's thread dump) do not.
+			want := sig == syscall.SIGTERM || sig == syscall.SIGINT
+			if stopped, known := StopOf(msg); !known || stopped != want {
+				t.Errorf("StopOf(%q) = %v, %v; want %v, true", msg, stopped, known, want)
 			}
 		})
 	}
@@ -121,8 +130,12 @@ func TestRunOnCancelTerminatesTheChildAndStillRecords(t *testing.T) {
 	if r := await(t, done, 10*time.Second); r.code != 21 || r.err != nil {
 		t.Fatalf("Run = %d, %v; want 21 (the child's answer to SIGTERM)", r.code, r.err)
 	}
-	if rec, _ := p.recorded(t); rec != 21 {
+	rec, msg := p.recorded(t)
+	if rec != 21 {
 		t.Errorf("recorded %d, want 21", rec)
+	}
+	if stopped, known := StopOf(msg); !stopped || !known {
+		t.Errorf("StopOf(%q) = %v, %v; want a stop from outside", msg, stopped, known)
 	}
 }
 

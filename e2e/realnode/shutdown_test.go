@@ -110,8 +110,12 @@ func TestGracefulNodeShutdownIsANodeLossNotAFailure(t *testing.T) {
 // counting a restart; the app allowed no restart ends Succeeded.
 func TestNodePressureEvictionIsANodeLossNotAFailure(t *testing.T) {
 	ns := namespace(t, nil)
+	// Not beside driverset's leader: the kubelet evicts more than the driver, and a leader evicted
+	// with it hands the recovery to the next one, which tells it as DriverRunning, not Recovered.
+	away := nodeWithoutDriverset(t)
 	s := submit(t, simApp(ns, "pressure", 0), func(p *corev1.Pod) {
 		noRestarts(p)
+		prefer(p, away)
 		// Under memory pressure the kubelet evicts first the pods using more memory than they
 		// request: a driver requesting little goes before any other pod on the node.
 		p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("8Mi")
@@ -192,6 +196,22 @@ func prefer(p *corev1.Pod, node string) {
 			}}},
 		}},
 	}}
+}
+
+// nodeWithoutDriverset is a real node that runs no replica of driverset (there are two, on three
+// real nodes), or the quietest one when each runs one.
+func nodeWithoutDriverset(t *testing.T) string {
+	t.Helper()
+	pods, err := kube().CoreV1().Pods(driversetNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range bed.cluster.RealNodes() {
+		if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.Spec.NodeName == n }) {
+			return n
+		}
+	}
+	return quietestRealNode(t)
 }
 
 // quietestRealNode is the real node running the fewest pods (of driverset's replicas, of
