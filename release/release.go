@@ -170,7 +170,8 @@ func retry[T any](ctx context.Context, obj *T, try func(*T) (bool, error), get f
 		if err == nil || apierrors.IsNotFound(err) {
 			return nil
 		}
-		if !(apierrors.IsInvalid(err) || apierrors.IsConflict(err)) || n == retries {
+		changed := apierrors.IsInvalid(err) || apierrors.IsConflict(err)
+		if !changed || n == retries {
 			return err
 		}
 		if obj, err = get(); err != nil {

@@ -26,9 +26,10 @@ func hookRights(namespaces []string) map[grant]struct{} {
 	return out
 }
 
-// `helm uninstall` first runs `driverset uninstall-cleanup` from driverset's own image, as a Job
-// whose ServiceAccount may do exactly what the command does, where driverset serves; all of it is
-// a pre-delete hook, deleted once it succeeded, and `helm install` makes none of it. (What the
+// `helm uninstall` runs `driverset uninstall-cleanup` from driverset's own image, as a Job whose
+// ServiceAccount may do exactly what the command does, where driverset serves, before it deletes
+// anything and again after (for what the webhook and the controller made in between); all of it is
+// a hook, deleted once it succeeded, and `helm install` makes none of it. (What the
 // command does to a cluster: e2e's TestUninstallCleanupReleasesStrandedPods.)
 func TestChartUninstallHook(t *testing.T) {
 	image := map[string]any{"repository": "registry.example/driverset", "tag": "v1.2.3"}
@@ -63,7 +64,7 @@ func TestChartUninstallHook(t *testing.T) {
 				t.Fatalf("helm uninstall's hook makes %v, want %v", got, want)
 			}
 			for _, u := range objs {
-				expect(t, u.Object, "pre-delete", "metadata", "annotations", "helm.sh/hook")
+				expect(t, u.Object, "pre-delete,post-delete", "metadata", "annotations", "helm.sh/hook")
 				expect(t, u.Object, "before-hook-creation,hook-succeeded", "metadata", "annotations", "helm.sh/hook-delete-policy")
 			}
 			// The RBAC is made before the Job (a lower weight).
