@@ -56,6 +56,13 @@ func (a Action) String() string {
 	return fmt.Sprintf("%s %s/%s: finalizer %s removed", a.Kind, a.Namespace, a.Name, contract.FinalizerOutcome)
 }
 
+// pageSize bounds each list: a cluster's executors carry the driver label too, and are many.
+const pageSize = 500
+
+func page(selector, cont string) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: selector, Limit: pageSize, Continue: cont}
+}
+
 // retries bounds the re-reads after a concurrent write: each one is a real change by someone else.
 const retries = 5
 
@@ -90,13 +97,27 @@ func Run(ctx context.Context, c kubernetes.Interface, o Options) ([]Action, erro
 }
 
 func templates(ctx context.Context, c kubernetes.Interface, ns string, dryRun bool) ([]Action, error) {
-	list, err := c.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelDriver})
-	if err != nil {
-		return nil, fmt.Errorf("listing driver StatefulSets: %w", err)
-	}
 	var out []Action
-	for i := range list.Items {
-		s := &list.Items[i]
+	for cont := ""; ; {
+		list, err := c.AppsV1().StatefulSets(ns).List(ctx, page(contract.LabelDriver, cont))
+		if err != nil {
+			return out, fmt.Errorf("listing driver StatefulSets: %w", err)
+		}
+		acts, err := templatesOf(ctx, c, list.Items, dryRun)
+		out = append(out, acts...)
+		if err != nil {
+			return out, err
+		}
+		if cont = list.Continue; cont == "" {
+			return out, nil
+		}
+	}
+}
+
+func templatesOf(ctx context.Context, c kubernetes.Interface, items []appsv1.StatefulSet, dryRun bool) ([]Action, error) {
+	var out []Action
+	for i := range items {
+		s := &items[i]
 		a, acted := Action{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}, false
 		err := retry(ctx, s, func(s *appsv1.StatefulSet) (bool, error) {
 			at := slices.Index(s.Spec.Template.Finalizers, contract.FinalizerOutcome)
@@ -128,13 +149,27 @@ func templates(ctx context.Context, c kubernetes.Interface, ns string, dryRun bo
 }
 
 func pods(ctx context.Context, c kubernetes.Interface, ns, selector string, o Options) ([]Action, error) {
-	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods (%s): %w", selector, err)
-	}
 	var out []Action
-	for i := range list.Items {
-		p := &list.Items[i]
+	for cont := ""; ; {
+		list, err := c.CoreV1().Pods(ns).List(ctx, page(selector, cont))
+		if err != nil {
+			return out, fmt.Errorf("listing pods (%s): %w", selector, err)
+		}
+		acts, err := podsOf(ctx, c, list.Items, o)
+		out = append(out, acts...)
+		if err != nil {
+			return out, err
+		}
+		if cont = list.Continue; cont == "" {
+			return out, nil
+		}
+	}
+}
+
+func podsOf(ctx context.Context, c kubernetes.Interface, items []corev1.Pod, o Options) ([]Action, error) {
+	var out []Action
+	for i := range items {
+		p := &items[i]
 		acted := false
 		err := retry(ctx, p, func(p *corev1.Pod) (bool, error) {
 			at := slices.Index(p.Finalizers, contract.FinalizerOutcome)

@@ -208,3 +208,32 @@ func TestRunConcurrentWriter(t *testing.T) {
 		})
 	}
 }
+
+// Lists are read a page at a time (executors carry the driver label too, and are many): a pod on
+// the second page is released as well.
+func TestRunReadsEveryPage(t *testing.T) {
+	first, second := pod("a", "one-driver-0", driver, true, outcome), pod("a", "two-driver-0", driver, true, outcome)
+	c := fake.NewClientset(first, second)
+	var limits []int64
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		opts := a.(k8stesting.ListActionImpl).ListOptions
+		if opts.LabelSelector != contract.LabelDriver {
+			return true, &corev1.PodList{}, nil
+		}
+		limits = append(limits, opts.Limit)
+		if opts.Continue == "" {
+			return true, &corev1.PodList{ListMeta: metav1.ListMeta{Continue: "page-2"}, Items: []corev1.Pod{*first}}, nil
+		}
+		return true, &corev1.PodList{Items: []corev1.Pod{*second}}, nil
+	})
+	acts, err := Run(context.Background(), c, Options{TerminatingOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reportKeys(acts); !slices.Equal(got, []string{"Pod a/one-driver-0", "Pod a/two-driver-0"}) {
+		t.Errorf("released %v, want both pages' pods", got)
+	}
+	if !slices.Equal(limits, []int64{500, 500}) {
+		t.Errorf("list limits %v, want two pages of 500", limits)
+	}
+}
