@@ -139,3 +139,63 @@ func ignoreExists[T any](_ T, err error) error {
 	}
 	return err
 }
+
+// A drain while driverset is down and will come back: `--terminating-only` lets go only the driver
+// pod being deleted; the other app's running S-0, both placeholders and both templates keep the
+// finalizer, so that once driverset is back the drained app's next S-0 carries it again and no
+// exit of a running driver can be lost.
+func TestUninstallCleanupTerminatingOnlyForADrain(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	drained := startApp(t, app(ns, "drained"), 0)
+	running := startApp(t, app(ns, "running"), 0)
+
+	if err := bed.driverset.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			restoreSharedDriverset(t, true, nil)
+		}
+	}
+	t.Cleanup(restore)
+	if err := kube().CoreV1().Pods(ns).Delete(ctx, drained.pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if p := getPod(t, ns, drained.pod.Name); p.DeletionTimestamp == nil {
+		t.Fatalf("pod %s is not Terminating after its delete (finalizers %v)", p.Name, p.Finalizers)
+	}
+
+	out, err := exec.Command(bed.binary, "uninstall-cleanup", "--terminating-only", "--kubeconfig", hookKubeconfig(t)).CombinedOutput()
+	t.Logf("driverset uninstall-cleanup --terminating-only:\n%s", out)
+	if err != nil {
+		t.Fatalf("driverset uninstall-cleanup --terminating-only: %v", err)
+	}
+	waitFor(t, 60*time.Second, "drained pod "+drained.pod.Name+" gone", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, drained.pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && p.UID != drained.pod.UID, err
+	})
+	for _, name := range []string{running.pod.Name, drained.sub.plan.DriverPodName, running.sub.plan.DriverPodName} {
+		if p := getPod(t, ns, name); !slices.Contains(p.Finalizers, contract.FinalizerOutcome) {
+			t.Errorf("pod %s, not being deleted, lost driverset's finalizer: %v", name, p.Finalizers)
+		}
+	}
+	for _, sts := range []string{drained.names.StatefulSet, running.names.StatefulSet} {
+		if fin := getStatefulSet(t, ns, sts).Spec.Template.Finalizers; !slices.Contains(fin, contract.FinalizerOutcome) {
+			t.Errorf("StatefulSet %s's template lost driverset's finalizer: %v", sts, fin)
+		}
+	}
+
+	restore()
+	next := runningDriver(t, ns, drained.names, string(drained.pod.UID))
+	if !slices.Contains(next.Finalizers, contract.FinalizerOutcome) {
+		t.Errorf("the drained app's next S-0 %s lacks driverset's finalizer: %v", next.Name, next.Finalizers)
+	}
+}
