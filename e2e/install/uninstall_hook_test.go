@@ -94,9 +94,18 @@ func TestChartUninstallHook(t *testing.T) {
 			expect(t, c, []any{"ALL"}, "securityContext", "capabilities", "drop")
 			expect(t, c, false, "securityContext", "allowPrivilegeEscalation")
 
-			for _, u := range mustRenderChart(t, systemNamespace, tc.values) {
+			// No selector of the install picks the hook's pod: a running pod the webhook Services
+			// selected would be sent admission reviews it cannot answer (Fail: refused).
+			podLabels, _, _ := unstructured.NestedStringMap(find(t, objs, "Job", cleanupName).Object, "spec", "template", "metadata", "labels")
+			for _, u := range mustRenderChart(t, systemNamespace, withAllObjects(tc.values)) {
 				if u.GetName() == cleanupName {
 					t.Errorf("helm install would make %s", key(u))
+				}
+				for _, path := range [][]string{{"spec", "selector"}, {"spec", "selector", "matchLabels"}, {"spec", "podSelector", "matchLabels"}} {
+					sel, found, _ := unstructured.NestedStringMap(u.Object, path...)
+					if found && len(sel) > 0 && selects(sel, podLabels) {
+						t.Errorf("%s selects the hook's pod (labels %v) by %v", key(u), podLabels, sel)
+					}
 				}
 			}
 		})
@@ -110,4 +119,23 @@ func TestChartUninstallHook(t *testing.T) {
 			t.Errorf("uninstallCleanup.enabled=false still makes %v", keys(objs))
 		}
 	})
+}
+
+// withAllObjects is values with every optional object of the install on (metrics Service,
+// NetworkPolicy, PodDisruptionBudget), so that each selector is checked.
+func withAllObjects(values map[string]any) map[string]any {
+	out := map[string]any{"networkPolicy": map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}}}
+	for k, v := range values {
+		out[k] = v
+	}
+	return out
+}
+
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
