@@ -10,17 +10,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/driverset/driverset/release"
+	"github.com/driverset/driverset/uninstall"
 	"github.com/driverset/driverset/version"
 )
 
 // uninstallCleanup is `driverset uninstall-cleanup`: the finalizer driverset.dev/outcome taken off
-// what would wait for driverset forever once it is gone (package release says what, and what not).
+// what would wait for driverset forever once it is gone (package uninstall says what, and what not).
 // The chart's pre-delete hook runs it; a kustomize install runs it by hand (docs/install.md).
 func uninstallCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("uninstall-cleanup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o release.Options
+	var o uninstall.Options
 	var kubeconfig, namespaces string
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to release in (default: every namespace)")
@@ -47,7 +47,7 @@ func uninstallCleanup(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	acts, err := release.Run(ctx, c, o)
+	acts, err := uninstall.Run(ctx, c, o)
 	prefix := ""
 	if o.DryRun {
 		prefix = "(dry run) "

@@ -12,7 +12,7 @@
 //     reported and left alone;
 //   - with TerminatingOnly (driverset down for a while, coming back), touch templates or pods that
 //     are not being deleted: those keep the "no exit lost" guarantee for when driverset returns.
-package release
+package uninstall
 
 import (
 	"context"
