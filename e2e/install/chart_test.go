@@ -26,7 +26,18 @@ import (
 // renderChartTests renders them.
 func renderChart(t testing.TB, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	return renderChartFiles(t, namespace, values, func(name string) bool { return !isTestHook(name) })
+	return renderChartFiles(t, namespace, values, func(name string) bool { return !isTestHook(name) && !isUninstallHook(name) })
+}
+
+// renderChartUninstallHook renders the chart's pre-delete hook alone: made by `helm uninstall`,
+// never by `helm install`.
+func renderChartUninstallHook(t testing.TB, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return renderChartFiles(t, namespace, values, isUninstallHook)
+}
+
+func isUninstallHook(file string) bool {
+	return strings.HasPrefix(file, "driverset/templates/uninstall/")
 }
 
 // renderChartTests renders the chart's `helm test` hooks alone.

@@ -210,6 +210,12 @@ func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
 // or a binding to any other subject is an error: none of them could be checked against the list.
 func grants(t *testing.T, objs []*unstructured.Unstructured) map[grant]struct{} {
 	t.Helper()
+	return grantsTo(t, objs, "driverset")
+}
+
+// grantsTo is grants for the ServiceAccount sa of driverset's namespace.
+func grantsTo(t *testing.T, objs []*unstructured.Unstructured, sa string) map[grant]struct{} {
+	t.Helper()
 	roles := map[string]*unstructured.Unstructured{} // "ClusterRole/name" or "Role/ns/name"
 	for _, u := range objs {
 		switch u.GetKind() {
@@ -227,8 +233,8 @@ func grants(t *testing.T, objs []*unstructured.Unstructured) map[grant]struct{} 
 		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
 		for _, s := range subjects {
 			s := s.(map[string]any)
-			if s["kind"] != "ServiceAccount" || s["name"] != "driverset" || s["namespace"] != systemNamespace {
-				t.Errorf("%s binds %v, not driverset's ServiceAccount", key(b), s)
+			if s["kind"] != "ServiceAccount" || s["name"] != sa || s["namespace"] != systemNamespace {
+				t.Errorf("%s binds %v, not the ServiceAccount %s", key(b), s, sa)
 			}
 		}
 		refKind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind")
