@@ -48,8 +48,13 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
-	if o.Exited && o.Code != 0 && !o.SelfFenced && (o.ByItself || o.Stopped) {
-		return saidByWrap(pod, container, o)
+	if o.Exited && o.Code != 0 && !o.SelfFenced {
+		switch {
+		case o.ByItself:
+			return o
+		case o.Stopped && stopNotReportedYet(pod, container):
+			return Outcome{}
+		}
 	}
 	if _, _, disrupted := disruptedBy(pod); disrupted && byItsKubelet(pod) {
 		// The kubelet's mark carries no time to compare with: it sends the DisruptionTarget
@@ -74,27 +79,23 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	return o
 }
 
-// saidByWrap is outcomeOf for a non-zero end whose record says whether a stop from outside came
-// before it (wrap.StopOf), which the pod's marks and times cannot say (issue 34; the model
-// checker found both ways it went wrong):
-//   - an end by itself is the driver's own exit, whatever stopped the pod after it: an exit 1 the
-//     kubelet had not yet restarted wrap after when it then shut the node down was taken for the
-//     kill (TestKubeletStopHidesAnExitNotRestarted);
-//   - an end after the kubelet's SIGTERM is the stop of a pod being deleted or marked for its
-//     node's sake (no outcome: a recovery); one the kubelet started the container again after
-//     stopped no pod (a failed liveness probe: the driver's failure). Neither yet, and the end is
-//     the kill of a stop whose mark the kubelet has not sent: it reports the killed containers
-//     first and marks the pod only once all stopped (k8s v1.37 SyncTerminatingPod,
-//     mergePodStatus), and that 143 was taken for the driver's exit (TestKubeletKillBeforeItsMark).
-//     Nothing is decided until one or the other shows.
-func saidByWrap(pod *corev1.Pod, container string, o Outcome) Outcome {
-	switch {
-	case o.ByItself:
-		return o
-	case exitedBeforeARestart(pod, container):
-		return o
-	}
-	return Outcome{}
+// stopNotReportedYet reports whether pod, whose driver wrap recorded ending after a stop from
+// outside (wrap.StopOf), shows nothing yet of what stopped it: not being deleted, not terminal,
+// no DisruptionTarget mark, and the kubelet has not started the container again after the end
+// (exitedBeforeARestart: no kubelet restarts a container of a pod it is stopping, so such an end
+// was a liveness probe's kill, the driver's failure). The kubelet reports the killed containers
+// before it marks the pod and makes it terminal (k8s v1.37 SyncTerminatingPod, mergePodStatus),
+// and that 143 was taken for the driver's exit (TestKubeletKillBeforeItsMark): nothing is decided
+// until the pod shows more, and then the rules below decide as for any end (an eviction for the
+// pod's own storage use, Failed with reason Evicted and no mark, is the driver's failure).
+//
+// The record also says when the driver ended by itself, which the pod cannot: such an end is the
+// driver's exit whatever stops or marks the pod after it (outcomeOf). An exit 1 the kubelet had
+// not yet restarted wrap after when it then shut the node down was taken for the kill
+// (TestKubeletStopHidesAnExitNotRestarted).
+func stopNotReportedYet(pod *corev1.Pod, container string) bool {
+	return pod.DeletionTimestamp == nil && !isTerminal(pod.Status.Phase) && disruptionOf(pod) == nil &&
+		!exitedBeforeARestart(pod, container)
 }
 
 // Reasons the kubelet gives a pod it terminated itself (pod.status.reason, with phase Failed):
