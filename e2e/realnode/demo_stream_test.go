@@ -117,7 +117,7 @@ func (s *story) killed(t *testing.T, killed, tainted time.Time, second *seenDriv
 	if made.Before(tainted) {
 		made = tainted // in the proof's second (afterProof): told after it
 	}
-	s.say(made, "driverset's new driver pod %s on node %s, %s after the proof; the old one was on %s", second.pod, second.node,
+	s.say(made, "driverset's new driver pod %s on node %s, %s; the old one was on %s", second.pod, second.node,
 		afterProof(second.created.Sub(tainted)), s.first.node)
 }
 
@@ -126,9 +126,9 @@ func (s *story) killed(t *testing.T, killed, tainted time.Time, second *seenDriv
 // a pod made in the proof's second can seem made before it.
 func afterProof(d time.Duration) string {
 	if d < time.Second {
-		return "within a second (the apiserver stamps a pod's creation to the second)"
+		return "within a second of the proof"
 	}
-	return fmt.Sprintf("%.1f s", d.Seconds())
+	return fmt.Sprintf("%.1f s after the proof", d.Seconds())
 }
 
 // recovered tells the new driver's first committed batch: the stream's downtime.
@@ -136,7 +136,7 @@ func (s *story) recovered(d streamDowntime) {
 	if s == nil {
 		return
 	}
-	s.say(d.committed, "the stream is back: the new driver committed its first batch %.1f s after the kill (driverset's share, from the proof to the new pod: %s)",
+	s.say(d.committed, "the stream is back: the new driver committed its first batch %.1f s after the kill (driverset's share: the new pod %s)",
 		d.total().Seconds(), afterProof(d.driversetShare()))
 }
 
