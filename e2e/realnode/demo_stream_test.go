@@ -145,6 +145,10 @@ func (s *story) resumed(batch int64) {
 	if s == nil || s.second == nil {
 		return
 	}
+	if batch == 0 {
+		s.say(s.second.startedSeen, "the new driver starts the stream over at batch 0: its checkpoint was not used")
+		return
+	}
 	s.say(s.second.startedSeen, "the new driver resumes from the checkpoint at batch %d, not 0: batches 0–%d are not run again", batch, batch-1)
 }
 
