@@ -10,7 +10,7 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
-.PHONY: test test-unit prometheus-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real lint build plugin chart-docs release release-check
+.PHONY: test test-unit prometheus-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real demo-stream lint build plugin chart-docs release release-check
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin
@@ -88,6 +88,10 @@ demo: testbed-bin
 ## demo-real: the same with real nodes and real Spark 3.5.6: spark-submit without and with driverset, then the driver's node killed mid-job (root; ~10 min)
 demo-real: testbed-bin node-packages spark-artifacts
 	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark$$' ./e2e/realnode/
+
+## demo-stream: what driverset exists for, told plainly on real nodes with real Spark 3.5.6: a Structured Streaming query's driver node killed, the stream resumed from its checkpoint on another node, every record exactly once, the downtime (root; ~6 min)
+demo-stream: testbed-bin node-packages spark-artifacts
+	DRIVERSET_STREAMS=demo DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestDemoStream$$' ./e2e/realnode/
 
 # The version stamped into the binary (`driverset version`, the driverset_build_info metric).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -112,10 +112,10 @@ func TestStreamDowntimeSideBySide(t *testing.T) {
 	d := bed.images.spark[len(bed.images.spark)-1] // the newest version built
 	var killed, cut streamDowntime
 	t.Run("driverset-killed", func(t *testing.T) {
-		killed = runStream(t, d, streamCase{version: d.Version, query: streamStateless, loss: lossKilled})
+		killed = runStream(t, d, streamCase{version: d.Version, query: streamStateless, loss: lossKilled}, nil)
 	})
 	t.Run("driverset-partitioned", func(t *testing.T) {
-		cut = runStream(t, d, streamCase{version: d.Version, query: streamStateless, loss: lossPartitioned})
+		cut = runStream(t, d, streamCase{version: d.Version, query: streamStateless, loss: lossPartitioned}, nil)
 	})
 	var plain plainStreamLoss
 	t.Run("without-driverset-killed", func(t *testing.T) { plain = runPlainStreamLoss(t, d) })

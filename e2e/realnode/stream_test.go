@@ -104,7 +104,7 @@ func TestStreamThroughTheLossOfItsDriversNode(t *testing.T) {
 			}
 			continue
 		}
-		t.Run(c.version+"-"+c.query+"-"+c.loss, func(t *testing.T) { runStream(t, d, c) })
+		t.Run(c.version+"-"+c.query+"-"+c.loss, func(t *testing.T) { runStream(t, d, c, nil) })
 	}
 }
 
@@ -143,8 +143,9 @@ var streamCases = []streamCase{ //nolint:gochecknoglobals // a table
 }
 
 // runStream runs case c on Spark d, checks every promise of TestStreamThroughTheLossOfItsDriversNode,
-// and returns what the stream's recovery was made of (zero when c loses no node).
-func runStream(t *testing.T, d spark.Dist, c streamCase) streamDowntime {
+// and returns what the stream's recovery was made of (zero when c loses no node). s, when not nil,
+// is told each step (TestDemoStream).
+func runStream(t *testing.T, d spark.Dist, c streamCase, s *story) streamDowntime {
 	shared := newSharedStorage(t)
 	events := newEventLogs(t, !strings.HasPrefix(d.Version, "3."))
 	args := []string{"/shared/checkpoint", "/shared/out", fmt.Sprint(streamRows), fmt.Sprint(streamBatches), fmt.Sprint(streamBatchMillis)}
@@ -184,12 +185,16 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) streamDowntime {
 			fenced, second = partitionDriverNodeAfter(t, r, reStreamCommitted, streamKillAfter, reStreamStarted)
 			lost = fenced.at
 		case lossKilled:
+			s.running(t, r)
 			lost, confirmed, second = killDriverNodeAfter(t, r, reStreamCommitted, streamKillAfter, reStreamStarted)
+			s.killed(t, lost, confirmed, second)
 		default:
 			return
 		}
 		down = measureDowntime(t, r, second, lost, confirmed)
+		s.recovered(down)
 	})
+	s.finished(r)
 	if c.loss == lossPartitioned {
 		fenced.expect(t)
 		down.oldJVMGone = fenced.oldExit
@@ -219,6 +224,9 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) streamDowntime {
 		t.Errorf("the new driver resumed at batch %d; the first had committed at least %d batches", resumed, streamKillAfter)
 	}
 	t.Logf("the new driver on %s resumed at batch %d (the first one had committed at least %d before it was lost)", newest.node, resumed, streamKillAfter)
+	if err == nil {
+		s.resumed(resumed)
+	}
 	out := shared.host("/shared/out")
 	switch c.query {
 	case streamStateful:
@@ -226,7 +234,9 @@ func runStream(t *testing.T, d spark.Dist, c streamCase) streamDowntime {
 	case streamDStream:
 		err = spark.CheckValueBatches(out, streamRows, streamBatches)
 	default:
-		err = spark.CheckFileSink(out, streamRows, streamBatches)
+		var counts spark.SinkCounts
+		counts, err = spark.CountFileSink(out, streamRows, streamBatches)
+		s.checked(counts, err, down)
 	}
 	if err != nil {
 		t.Errorf("exactly once: %v", err)

@@ -170,9 +170,33 @@ func readSinkLogFile(file, name string, files map[string]string) error {
 // value a line, and nothing else; the log reaches batch batches-1. Files that the log does not
 // list (a killed batch's) do not count. The error lists what is wrong.
 func CheckFileSink(out string, rows, batches int64) error {
+	_, err := CountFileSink(out, rows, batches)
+	return err
+}
+
+// SinkCounts is what the files that a file sink's log commits hold, counted: what
+// CheckFileSink's verdict rests on, and what the streaming demo tells.
+type SinkCounts struct {
+	Batches     int64 // batches the log commits: its last batch + 1
+	Files       int   // files it commits
+	Values      int64 // lines of those files that are values, read in all
+	Distinct    int64 // input values read at least once
+	Twice       int64 // reads of a value after its first
+	Foreign     int64 // values that are not from the input
+	Missing     int64 // input values read in no committed file
+	Uncommitted int   // data files in out that the log does not list (an attempt cut short), ignored
+}
+
+// CountFileSink counts what the stateless query wrote into out with rows per batch, and
+// returns CheckFileSink's verdict with the counts.
+func CountFileSink(out string, rows, batches int64) (SinkCounts, error) {
 	log, err := ReadFileSinkLog(out)
 	if err != nil {
-		return err
+		return SinkCounts{}, err
+	}
+	c := SinkCounts{Batches: log.LastBatch + 1, Files: len(log.Files)}
+	if c.Uncommitted, err = uncommitted(out, log); err != nil {
+		return c, err
 	}
 	var p problems
 	if log.LastBatch < batches-1 {
@@ -186,25 +210,31 @@ func CheckFileSink(out string, rows, batches int64) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return c, err
 		}
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for n := 1; sc.Scan(); n++ {
 			at := fmt.Sprintf("%s line %d", f.Name, n)
 			v, err := strconv.ParseInt(sc.Text(), 10, 64)
+			if err == nil {
+				c.Values++
+			}
 			switch {
 			case err != nil:
 				p.add("%s: %q is not a value", at, sc.Text())
 			case v < 0 || v >= rows*batches:
+				c.Foreign++
 				p.add("%s: %d is not from the input (values 0 to %d)", at, v, rows*batches-1)
 			case seen[v] != "":
+				c.Twice++
 				p.add("value %d (batch %d) twice: %s and %s", v, v/rows, seen[v], at)
 			default:
+				c.Distinct++
 				seen[v] = at
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return fmt.Errorf("%s: %w", f.Name, err)
+			return c, fmt.Errorf("%s: %w", f.Name, err)
 		}
 	}
 	for b := range batches {
@@ -214,11 +244,32 @@ func CheckFileSink(out string, rows, batches int64) error {
 				missing = append(missing, v)
 			}
 		}
+		c.Missing += int64(len(missing))
 		if len(missing) > 0 {
 			p.add("batch %d lacks %d of its %d values: %s", b, len(missing), rows, listValues(missing))
 		}
 	}
-	return p.err(fmt.Sprintf("file sink %s (%d rows a batch, %d batches)", out, rows, batches))
+	return c, p.err(fmt.Sprintf("file sink %s (%d rows a batch, %d batches)", out, rows, batches))
+}
+
+// uncommitted counts the data files in out (not the log's folder, not hidden) that log does
+// not list: what an attempt cut short left, which readers of the sink ignore.
+func uncommitted(out string, log FileSinkLog) (int, error) {
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return 0, err
+	}
+	listed := map[string]bool{}
+	for _, f := range log.Files {
+		listed[f.Name] = true
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), "_") && !strings.HasPrefix(e.Name(), ".") && !listed[e.Name()] {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // listValues names the first few of vs.

@@ -474,3 +474,53 @@ func TestHasDStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestCountFileSink: the counts behind CheckFileSink's verdict, which the streaming demo prints:
+// what the sink's log commits, read value by value, and the files it leaves out.
+func TestCountFileSink(t *testing.T) {
+	clean := SinkCounts{Batches: sinkBatches, Files: 2 * sinkBatches, Values: sinkRows * sinkBatches,
+		Distinct: sinkRows * sinkBatches, Uncommitted: 3}
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, out string)
+		want   func(c SinkCounts) SinkCounts // from clean
+	}{
+		{name: "every value once; the orphans of a killed attempt and a deleted file not counted",
+			tamper: func(*testing.T, string) {}, want: func(c SinkCounts) SinkCounts { return c }},
+		{name: "a value twice",
+			tamper: func(t *testing.T, out string) { writeFile(t, out, "part-00001-b7-c000.txt", "30\n31\n5\n") },
+			want:   func(c SinkCounts) SinkCounts { c.Values++; c.Twice++; return c }},
+		{name: "a value missing",
+			tamper: func(t *testing.T, out string) { writeFile(t, out, "part-00001-b2-c000.txt", "10\n") },
+			want:   func(c SinkCounts) SinkCounts { c.Values--; c.Distinct--; c.Missing++; return c }},
+		{name: "a value not from the input",
+			tamper: func(t *testing.T, out string) { writeFile(t, out, "part-00000-b11-c000.txt", "44\n45\n48\n") },
+			want:   func(c SinkCounts) SinkCounts { c.Values++; c.Foreign++; return c }},
+		{name: "the log ends a batch early",
+			tamper: func(t *testing.T, out string) { rm(t, out, "_spark_metadata/11") },
+			want: func(c SinkCounts) SinkCounts {
+				c.Batches--
+				c.Files -= 2
+				c.Values -= sinkRows
+				c.Distinct -= sinkRows
+				c.Missing += sinkRows
+				c.Uncommitted += 2
+				return c
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := fileSink(t)
+			tc.tamper(t, out)
+			got, err := CountFileSink(out, sinkRows, sinkBatches)
+			if want := tc.want(clean); got != want {
+				t.Errorf("counts %+v, want %+v", got, want)
+			}
+			if check := CheckFileSink(out, sinkRows, sinkBatches); fmt.Sprint(err) != fmt.Sprint(check) {
+				t.Errorf("CountFileSink's verdict %v, CheckFileSink's %v", err, check)
+			}
+			if (err == nil) != (got.Twice == 0 && got.Missing == 0 && got.Foreign == 0 && got.Batches == sinkBatches) {
+				t.Errorf("verdict %v for counts %+v", err, got)
+			}
+		})
+	}
+}
