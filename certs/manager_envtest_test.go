@@ -412,7 +412,7 @@ func testRenewal(t *testing.T, cs kubernetes.Interface) {
 		if err := m.EnsureOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		go m.Start(ctx) //nolint:errcheck // Start returns nil when ctx ends
+		startUntilCleanup(ctx, t, m)
 		leaf := mustServing(t, m.o.CertDir)
 		renewals := 0
 		for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -462,6 +462,22 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// startUntilCleanup runs m.Start until ctx ends, and makes the test's cleanup wait for it: a
+// renewal still writing into the certificate folder (a t.TempDir) when the test ends failed its
+// removal with "directory not empty" (seen in CI, 2026-12-06).
+func startUntilCleanup(ctx context.Context, t *testing.T, m *Manager) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Start(ctx) // nil when ctx ends
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // startReplica starts a replica of the "traffic" test whose webhook server listens on port.
 func startReplica(ctx context.Context, t *testing.T, cs kubernetes.Interface, port int, logs *logLines) *replica {
 	t.Helper()
@@ -478,7 +494,7 @@ func startReplica(ctx context.Context, t *testing.T, cs kubernetes.Interface, po
 		return admission.Allowed("")
 	})})
 	go srv.Start(ctx) //nolint:errcheck // ends with ctx
-	go m.Start(ctx)   //nolint:errcheck // ends with ctx
+	startUntilCleanup(ctx, t, m)
 	r := &replica{m: m, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	r.waitServingCurrent(t, 10*time.Second)
 	return r
