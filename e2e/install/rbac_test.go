@@ -189,18 +189,7 @@ func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
 		{"chart, watchNamespaces, cert-manager", false, watched, chartWatching(map[string]any{"tls": map[string]any{"mode": "cert-manager"}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			granted := grants(t, tc.objs(t))
-			want := allowed(tc.selfManaged, tc.watch)
-			for _, g := range sortedGrants(granted) {
-				if _, ok := want[g]; !ok {
-					t.Errorf("grants %s, which is not on the allow-list", g)
-				}
-			}
-			for _, g := range sortedGrants(want) {
-				if _, ok := granted[g]; !ok {
-					t.Errorf("does not grant %s, which driverset needs", g)
-				}
-			}
+			wantGrants(t, grants(t, tc.objs(t)), allowed(tc.selfManaged, tc.watch), "driverset")
 		})
 	}
 }
@@ -208,6 +197,22 @@ func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
 // grants expands the Roles and ClusterRoles bound to driverset's ServiceAccount into single
 // permissions. A binding to a role the manifests do not define (cluster-admin, say), a wildcard,
 // or a binding to any other subject is an error: none of them could be checked against the list.
+// wantGrants fails t for each grant of granted that allowed lacks, and each of allowed that
+// granted lacks (which who needs).
+func wantGrants[V any](t *testing.T, granted map[grant]struct{}, allowed map[grant]V, who string) {
+	t.Helper()
+	for _, g := range sortedGrants(granted) {
+		if _, ok := allowed[g]; !ok {
+			t.Errorf("grants %s, which is not on %s's allow-list", g, who)
+		}
+	}
+	for _, g := range sortedGrants(allowed) {
+		if _, ok := granted[g]; !ok {
+			t.Errorf("does not grant %s, which %s needs", g, who)
+		}
+	}
+}
+
 func grants(t *testing.T, objs []*unstructured.Unstructured) map[grant]struct{} {
 	t.Helper()
 	return grantsTo(t, objs, "driverset")

@@ -71,17 +71,7 @@ func TestChartUninstallHook(t *testing.T) {
 			expect(t, find(t, objs, "ClusterRole", cleanupName).Object, "-10", "metadata", "annotations", "helm.sh/hook-weight")
 			expect(t, find(t, objs, "Job", cleanupName).Object, "0", "metadata", "annotations", "helm.sh/hook-weight")
 
-			granted, allowed := grantsTo(t, objs, cleanupName), hookRights(tc.served)
-			for _, g := range sortedGrants(granted) {
-				if _, ok := allowed[g]; !ok {
-					t.Errorf("the hook grants %s, which is not on its allow-list", g)
-				}
-			}
-			for _, g := range sortedGrants(allowed) {
-				if _, ok := granted[g]; !ok {
-					t.Errorf("the hook does not grant %s, which uninstall-cleanup needs", g)
-				}
-			}
+			wantGrants(t, grantsTo(t, objs, cleanupName), hookRights(tc.served), "uninstall-cleanup")
 
 			spec, _, _ := unstructured.NestedMap(find(t, objs, "Job", cleanupName).Object, "spec", "template", "spec")
 			expect(t, spec, cleanupName, "serviceAccountName")
