@@ -60,7 +60,7 @@ var freeForm = map[string]bool{
 	"metrics.serviceMonitor.labels": true, "metrics.prometheusRule.labels": true,
 	"topologySpreadConstraints[]": true,
 	"networkPolicy.webhookFrom[]": true, "networkPolicy.metricsFrom[]": true,
-	"metrics.serviceMonitor.tlsConfig": true,
+	"metrics.serviceMonitor.tlsConfig": true, "metrics.podMonitor.labels": true, "metrics.podMonitor.tlsConfig": true,
 }
 
 // The schema is strict: every object of the chart's own values refuses keys it does not describe,

@@ -105,3 +105,28 @@ admin gave one. Never two replicas on one node (required), or rather not (prefer
 {{- end -}}
 {{- toYaml $affinity -}}
 {{- end }}
+
+{{/*
+How Prometheus proves it may read /metrics, and the scrape's TLS settings, for a ServiceMonitor
+endpoint or a PodMonitor's podMetricsEndpoint (both take the Prometheus operator's
+SafeAuthorization and SafeTLSConfig). "scrape": metrics.serviceMonitor or metrics.podMonitor;
+"tokenFile": whether Prometheus's own token may be read from its file when nothing else is
+given (a ServiceMonitor's bearerTokenFile; a PodMonitor has no such field).
+*/}}
+{{- define "driverset.scrapeAuth" -}}
+{{- $s := .scrape -}}
+{{- if $s.authorization -}}
+authorization:
+  {{- toYaml $s.authorization | nindent 2 }}
+{{- else if $s.tokenSecret.create -}}
+authorization:
+  type: Bearer
+  credentials:
+    name: driverset-metrics-token
+    key: token
+{{- else if .tokenFile -}}
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+{{- end }}
+tlsConfig:
+  {{- toYaml ($s.tlsConfig | default (dict "insecureSkipVerify" true)) | nindent 2 }}
+{{- end }}
