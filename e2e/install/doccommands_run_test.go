@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -502,6 +503,11 @@ func runCleanupAsItsServiceAccount(ctx context.Context, t *testing.T, b *docBed,
 	t.Logf("driverset uninstall-cleanup as driverset-cleanup/cleanup:\n%s", out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What the docs say its log shows: one line per object, then the count.
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !regexp.MustCompile(`^[0-9]+ object\(s\)`).MatchString(lines[len(lines)-1]) {
+		t.Errorf("its last line is %q, not the count of objects", lines[len(lines)-1])
 	}
 	pods, err := b.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
