@@ -53,7 +53,7 @@ chaos: testbed-bin
 spark-artifacts:
 	@hack/spark-artifacts.sh >/dev/null
 
-## node-packages: install the Debian packages real nodes need (runc, iptables, conntrack), when missing
+## node-packages: install the Debian packages real nodes need (runc, iptables, conntrack), and jq for the docs' commands, when missing
 node-packages:
 	@hack/node-packages.sh
 

@@ -51,10 +51,14 @@ func TestChartHelmTest(t *testing.T) {
 	}
 	expect(t, subjects[0].(map[string]any), systemNamespace, "namespace")
 
-	// The install itself has none of it.
-	for _, u := range mustRenderChart(t, systemNamespace, values) {
+	// The install itself has none of it, and none of its selectors picks the test pod (issue 35):
+	// it would be a webhook endpoint while it runs, and count for the PodDisruptionBudget.
+	install := mustRenderChart(t, systemNamespace, withAllObjects(values))
+	for _, u := range install {
 		if u.GetName() == "driverset-test" {
 			t.Errorf("helm install would make %s", key(u))
 		}
 	}
+	podLabels, _, _ := unstructured.NestedStringMap(pod, "metadata", "labels")
+	expectNotSelected(t, install, "the helm test pod", podLabels)
 }

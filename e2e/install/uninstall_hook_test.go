@@ -87,17 +87,13 @@ func TestChartUninstallHook(t *testing.T) {
 			// No selector of the install picks the hook's pod: a running pod the webhook Services
 			// selected would be sent admission reviews it cannot answer (Fail: refused).
 			podLabels, _, _ := unstructured.NestedStringMap(find(t, objs, "Job", cleanupName).Object, "spec", "template", "metadata", "labels")
-			for _, u := range mustRenderChart(t, systemNamespace, withAllObjects(tc.values)) {
+			install := mustRenderChart(t, systemNamespace, withAllObjects(tc.values))
+			for _, u := range install {
 				if u.GetName() == cleanupName {
 					t.Errorf("helm install would make %s", key(u))
 				}
-				for _, path := range [][]string{{"spec", "selector"}, {"spec", "selector", "matchLabels"}, {"spec", "podSelector", "matchLabels"}} {
-					sel, found, _ := unstructured.NestedStringMap(u.Object, path...)
-					if found && len(sel) > 0 && selects(sel, podLabels) {
-						t.Errorf("%s selects the hook's pod (labels %v) by %v", key(u), podLabels, sel)
-					}
-				}
 			}
+			expectNotSelected(t, install, "the hook's pod", podLabels)
 		})
 	}
 	t.Run("turned off", func(t *testing.T) {
@@ -119,6 +115,22 @@ func withAllObjects(values map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// expectNotSelected fails for each Service, PodDisruptionBudget or NetworkPolicy of objs whose
+// selector picks a pod labelled podLabels: a running hook pod the webhook Services selected would be
+// sent admission reviews it cannot answer (Fail: refused), and one the PodDisruptionBudget selected
+// would count as a driverset replica.
+func expectNotSelected(t *testing.T, objs []*unstructured.Unstructured, pod string, podLabels map[string]string) {
+	t.Helper()
+	for _, u := range objs {
+		for _, path := range [][]string{{"spec", "selector"}, {"spec", "selector", "matchLabels"}, {"spec", "podSelector", "matchLabels"}} {
+			sel, found, _ := unstructured.NestedStringMap(u.Object, path...)
+			if found && len(sel) > 0 && selects(sel, podLabels) {
+				t.Errorf("%s selects %s (labels %v) by %v", key(u), pod, podLabels, sel)
+			}
+		}
+	}
 }
 
 func selects(selector, labels map[string]string) bool {
