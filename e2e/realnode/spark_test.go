@@ -154,6 +154,8 @@ type sparkJob struct {
 	prepare func(t *testing.T, ns string)
 	// namespace, when set, is the app's namespace (an app submitted again); else a new one.
 	namespace string
+	// name, when set, is the app's name (its placeholder is <name>-driver); else "pi".
+	name string
 }
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
@@ -165,7 +167,7 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	if job.prepare != nil {
 		job.prepare(t, ns)
 	}
-	name := "pi"
+	name := cmp.Or(job.name, "pi")
 	conf := map[string]string{
 		"spark.kubernetes.driver.pod.name":                        name + "-driver",
 		"spark.kubernetes.authenticate.driver.serviceAccountName": "default",
