@@ -561,10 +561,11 @@ func killDriverNodeAfter(t *testing.T, r *sparkRun, re *regexp.Regexp, n int, st
 	t.Cleanup(func() { reviveIfDead(t, node) })
 	t.Logf("killed %s, the driver's node, with the job running", node)
 	waitNodeUnknown(t, node)
+	// The proof's moment is when the taint was asked for: whatever it sets off comes after.
+	tainted = time.Now()
 	if err := bed.cluster.TaintOutOfService(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
-	tainted = time.Now()
 	second = waitNewDriver(t, r, first, started)
 	t.Logf("the driver runs again on %s, %s after the taint, %s after the kill", second.node,
 		time.Since(tainted).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
