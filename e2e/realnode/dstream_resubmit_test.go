@@ -236,6 +236,7 @@ func eventTime(e corev1.Event) time.Time {
 }
 
 func logDriversetDecisions(t *testing.T, ns string) {
+	t.Helper()
 	ctx := context.Background()
 	if evs, err := kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		slices.SortStableFunc(evs.Items, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })

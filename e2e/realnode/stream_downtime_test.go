@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/driverset/driverset/e2e/spark"
 )
 
@@ -20,9 +22,12 @@ import (
 // executor pod made (first seen by the test's watch of the namespace's pods, which comes after
 // their creation and, for the pod, after the proof: never before it, unlike their whole-second
 // creationTimestamps), the new driver starting the query and committing its first batch (its log,
-// within the 1 s poll). Zero: not seen, or not part of this kind of loss.
+// within the 1 s poll). leaderElected is when a driverset replica took the leader's lease after
+// the loss (the lease's acquireTime, to the microsecond): when the leader ran on the lost node,
+// nothing of driverset acts until then. Zero: not seen, or not part of this kind of loss.
 type streamDowntime struct {
 	lost, confirmed, oldJVMGone, podMade, executorMade, queryStarted, committed time.Time
+	leaderElected                                                               time.Time
 }
 
 // total is the stream's downtime: from the node's loss to the new driver's first committed batch.
@@ -47,7 +52,8 @@ func (d streamDowntime) timeline() string {
 		at   time.Time
 	}
 	steps := []step{
-		{"proof (the taint)", d.confirmed}, {"old JVM gone", d.oldJVMGone}, {"new driver pod made", d.podMade},
+		{"proof (the taint)", d.confirmed}, {"old JVM gone", d.oldJVMGone},
+		{"driverset's leader elected again (the lease's acquireTime)", d.leaderElected}, {"new driver pod made", d.podMade},
 		{"first executor pod made", d.executorMade}, {"query started", d.queryStarted}, {"first batch committed", d.committed},
 	}
 	steps = slices.DeleteFunc(steps, func(s step) bool { return s.at.IsZero() })
@@ -90,6 +96,7 @@ func measureDowntime(t *testing.T, r *sparkRun, pods *podWatch, second *seenDriv
 			d.executorMade = e.added.at
 		}
 	}
+	d.leaderElected = leaderElectedAfter(t, lost)
 	t.Logf("stream down %.1fs, from the node's loss to the new driver's first committed batch: %s; driverset's share (to the new pod, from %s) %.2fs",
 		d.total().Seconds(), d.timeline(), map[bool]string{true: "the proof", false: "the loss"}[!confirmed.IsZero()], d.driversetShare().Seconds())
 	if !d.podMade.IsZero() && d.driversetShare() < 0 {
@@ -213,3 +220,21 @@ func runPlainStreamLoss(t *testing.T, d spark.Dist) plainStreamLoss {
 	t.Logf("without driverset: %s", out)
 	return out
 }
+
+// leaderElectedAfter is when a driverset replica acquired the leader's lease, if after t: the
+// leader had run on the lost node, and its successor waited for the lease to expire.
+func leaderElectedAfter(t *testing.T, after time.Time) time.Time {
+	t.Helper()
+	l, err := kube().CoordinationV1().Leases(driversetNamespace).Get(context.Background(), driversetLeaderLease, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("driverset's leader lease: %v", err)
+		return time.Time{}
+	}
+	if l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(after) {
+		return time.Time{}
+	}
+	return l.Spec.AcquireTime.Time
+}
+
+// driversetLeaderLease is the Lease driverset's replicas elect their leader with (serve.go's LeaderElectionID).
+const driversetLeaderLease = "driverset.driverset.dev"

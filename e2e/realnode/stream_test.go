@@ -224,6 +224,10 @@ func runStream(t *testing.T, d spark.Dist, c streamCase, s *story) streamDowntim
 		s.recovered(down)
 	})
 	s.finished(r)
+	if c.loss != lossThrows {
+		// What driverset decided and when, beside the timeline above (docs/measurements.md).
+		logDriversetDecisions(t, r.app.Namespace)
+	}
 	if c.loss == lossPartitioned {
 		fenced.expect(t)
 		down.oldJVMGone = fenced.oldExit
