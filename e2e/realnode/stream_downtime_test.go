@@ -140,7 +140,7 @@ func TestStreamDowntimeSideBySide(t *testing.T) {
 		d    streamDowntime
 	}{{"driverset, killed + out-of-service taint", killed}, {"driverset, cut off, self-fence " + streamSelfFence.String(), cut}} {
 		if row.d.committed.IsZero() {
-			t.Logf("  %s: not measured (failed)", row.name)
+			t.Logf("  %s: not measured (failed, or not run)", row.name)
 			continue
 		}
 		t.Logf("  %s: down %.1fs (driverset's share %.1fs): %s", row.name, row.d.total().Seconds(), row.d.driversetShare().Seconds(), row.d.timeline())
@@ -160,7 +160,7 @@ type plainStreamLoss struct {
 
 func (p plainStreamLoss) String() string {
 	if !p.checked {
-		return "not measured (failed)"
+		return "not measured (failed, or not run)"
 	}
 	return fmt.Sprintf("not resumed: %d batches committed before the loss, %d after it, %d drivers started after it, watched %.0fs after the proof; spark-submit returned %v (exit %d, phases %v)",
 		p.committedBefore, p.after, p.driversAfter, p.watched.Seconds(), p.submitReturned, p.submitCode, p.submitPhases)
