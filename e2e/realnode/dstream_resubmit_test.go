@@ -130,7 +130,8 @@ func TestDStreamResubmittedUnderAnotherNameThenItsNodeIsLost(t *testing.T) {
 
 // checkResubmittedExecutorsHeld holds B's recovery to its promise, from the pods' watch: B's first
 // incarnation's executors carry A's label (the premise: if not, Spark now reloads the labels), at
-// least one ran on a live node, and every one of them was deleted and gone before B's next S-0
+// least one ran on a live node, and every one of them was found by driverset (deleted before its
+// owner, B's first S-0, was gone, or the next S-0 held by the gate) and gone before B's next S-0
 // was scheduled.
 func checkResubmittedExecutorsHeld(t *testing.T, pods *podWatch, aSTS string, b contract.Names, lostNode string, tainted time.Time) {
 	t.Helper()
