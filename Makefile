@@ -28,9 +28,9 @@ e2e: testbed-bin
 compat:
 	hack/compat.sh
 
-## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; about 10 min); make test runs two of them
+## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; DStream apps on 3.5.6, killed, with the event log, resubmitted under another name; about 20 min); make test runs two of them
 e2e-streams: testbed-bin node-packages spark-artifacts
-	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff' ./e2e/realnode/
+	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff|TestDStreamResubmittedUnderAnotherNameThenItsNodeIsLost' ./e2e/realnode/
 
 ## bench-stream: a stream's downtime through the loss of its driver's node, side by side on real nodes (root): with driverset (killed + taint; cut off + self-fence) and without it (never resumes); what each downtime is made of; about 10 min
 bench-stream: testbed-bin node-packages spark-artifacts

@@ -4,6 +4,7 @@ package realnode
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -124,4 +125,26 @@ func (e eventLogs) finished(names []string, id string) bool {
 		}
 	}
 	return false
+}
+
+// listing is every file of the folder, with its size, for the log: what a History Server would read.
+func (e eventLogs) listing(t *testing.T) string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(e.dir, func(path string, de os.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(e.dir, path)
+		out = append(out, fmt.Sprintf("%s (%d bytes)", rel, info.Size()))
+		return nil
+	})
+	if err != nil {
+		t.Errorf("listing the event-log folder: %v", err)
+	}
+	return strings.Join(out, ", ")
 }

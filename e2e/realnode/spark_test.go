@@ -154,6 +154,8 @@ type sparkJob struct {
 	prepare func(t *testing.T, ns string)
 	// namespace, when set, is the app's namespace (an app submitted again); else a new one.
 	namespace string
+	// name, when set, is the app's name (its placeholder is <name>-driver); else "pi".
+	name string
 }
 
 func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.T, *sparkRun)) *sparkRun {
@@ -165,7 +167,7 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	if job.prepare != nil {
 		job.prepare(t, ns)
 	}
-	name := "pi"
+	name := cmp.Or(job.name, "pi")
 	conf := map[string]string{
 		"spark.kubernetes.driver.pod.name":                        name + "-driver",
 		"spark.kubernetes.authenticate.driver.serviceAccountName": "default",
@@ -559,10 +561,11 @@ func killDriverNodeAfter(t *testing.T, r *sparkRun, re *regexp.Regexp, n int, st
 	t.Cleanup(func() { reviveIfDead(t, node) })
 	t.Logf("killed %s, the driver's node, with the job running", node)
 	waitNodeUnknown(t, node)
+	// The proof's moment is when the taint was asked for: whatever it sets off comes after.
+	tainted = time.Now()
 	if err := bed.cluster.TaintOutOfService(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
-	tainted = time.Now()
 	second = waitNewDriver(t, r, first, started)
 	t.Logf("the driver runs again on %s, %s after the taint, %s after the kill", second.node,
 		time.Since(tainted).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))

@@ -13,17 +13,21 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/e2e/spark"
 )
 
-// streamDowntime is what one stream's recovery was made of, each moment as the test saw it: the
-// node's loss and its proof (the test's own acts), the old driver's JVM gone (the host's process
-// table; partitions only), the new driver pod and its first executor pod made (the apiserver's
-// creationTimestamp, whole seconds), the new driver starting the query and committing its first
-// batch (its log, within the 1 s poll). Zero: not seen, or not part of this kind of loss.
+// streamDowntime is what one stream's recovery was made of, each moment on the test's clock: the
+// node's loss and its proof (the test's own acts; the proof when the taint was asked for), the old
+// driver's JVM gone (the host's process table; partitions only), the new driver pod and its first
+// executor pod made (first seen by the test's watch of the namespace's pods, which comes after
+// their creation and, for the pod, after the proof: never before it, unlike their whole-second
+// creationTimestamps), the new driver starting the query and committing its first batch (its log,
+// within the 1 s poll). leaderElected is when a driverset replica took the leader's lease after
+// the loss (the lease's acquireTime, to the microsecond): when the leader ran on the lost node,
+// nothing of driverset acts until then. Zero: not seen, or not part of this kind of loss.
 type streamDowntime struct {
 	lost, confirmed, oldJVMGone, podMade, executorMade, queryStarted, committed time.Time
+	leaderElected                                                               time.Time
 }
 
 // total is the stream's downtime: from the node's loss to the new driver's first committed batch.
@@ -48,7 +52,8 @@ func (d streamDowntime) timeline() string {
 		at   time.Time
 	}
 	steps := []step{
-		{"proof (the taint)", d.confirmed}, {"old JVM gone", d.oldJVMGone}, {"new driver pod made", d.podMade},
+		{"proof (the taint)", d.confirmed}, {"old JVM gone", d.oldJVMGone},
+		{"driverset's leader elected again (the lease's acquireTime)", d.leaderElected}, {"new driver pod made", d.podMade},
 		{"first executor pod made", d.executorMade}, {"query started", d.queryStarted}, {"first batch committed", d.committed},
 	}
 	steps = slices.DeleteFunc(steps, func(s step) bool { return s.at.IsZero() })
@@ -60,11 +65,12 @@ func (d streamDowntime) timeline() string {
 	return strings.Join(parts, ", ")
 }
 
-// measureDowntime waits for the first batch that the new driver (second) commits, reads when its
-// pod and its first executor pod were made, logs the timeline and returns it.
-func measureDowntime(t *testing.T, r *sparkRun, second *seenDriver, lost, confirmed time.Time) streamDowntime {
+// measureDowntime waits for the first batch that the new driver (second) commits, reads from the
+// pods' watch when its pod and its first executor pod were first seen, logs the timeline and
+// returns it.
+func measureDowntime(t *testing.T, r *sparkRun, pods *podWatch, second *seenDriver, lost, confirmed time.Time) streamDowntime {
 	t.Helper()
-	d := streamDowntime{lost: lost, confirmed: confirmed, podMade: second.created, queryStarted: second.startedSeen}
+	d := streamDowntime{lost: lost, confirmed: confirmed, queryStarted: second.startedSeen}
 	waitFor(t, 3*time.Minute, "the new driver's first committed batch", func(context.Context) (bool, error) {
 		for _, dl := range r.driverLogs() {
 			if dl.pod == second.pod && dl.created.Equal(second.created) && reStreamCommitted.MatchString(dl.log) {
@@ -74,19 +80,28 @@ func measureDowntime(t *testing.T, r *sparkRun, second *seenDriver, lost, confir
 		}
 		return false, nil
 	})
-	pods, err := kube().CoreV1().Pods(r.app.Namespace).List(context.Background(), metav1.ListOptions{
-		LabelSelector: contract.LabelSparkRole + "=" + contract.RoleExecutor})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		// Whole seconds: an executor of the old driver made in the new pod's second is not told apart.
-		if c := p.CreationTimestamp.Time; !c.Before(second.created) && (d.executorMade.IsZero() || c.Before(d.executorMade)) {
-			d.executorMade = c
+	// The new driver pod: the first of its name made after the loss.
+	var uid string
+	for _, p := range pods.named(second.pod) {
+		if p.added.at.After(lost) {
+			d.podMade, uid = p.added.at, p.uid
+			break
 		}
 	}
-	t.Logf("stream down %.1fs, from the node's loss to the new driver's first committed batch: %s; driverset's share (to the new pod, from %s) %.1fs",
+	if uid == "" {
+		t.Errorf("the pods' watch saw no pod %s made after the loss", second.pod)
+	}
+	for _, e := range pods.executors() {
+		if e.ownerUID == uid && (d.executorMade.IsZero() || e.added.at.Before(d.executorMade)) {
+			d.executorMade = e.added.at
+		}
+	}
+	d.leaderElected = leaderElectedAfter(t, lost)
+	t.Logf("stream down %.1fs, from the node's loss to the new driver's first committed batch: %s; driverset's share (to the new pod, from %s) %.2fs",
 		d.total().Seconds(), d.timeline(), map[bool]string{true: "the proof", false: "the loss"}[!confirmed.IsZero()], d.driversetShare().Seconds())
+	if !d.podMade.IsZero() && d.driversetShare() < 0 {
+		t.Errorf("the new driver pod was seen %.3fs before the moment it was waiting for: the measurement is wrong", -d.driversetShare().Seconds())
+	}
 	return d
 }
 
@@ -125,7 +140,7 @@ func TestStreamDowntimeSideBySide(t *testing.T) {
 		d    streamDowntime
 	}{{"driverset, killed + out-of-service taint", killed}, {"driverset, cut off, self-fence " + streamSelfFence.String(), cut}} {
 		if row.d.committed.IsZero() {
-			t.Logf("  %s: not measured (failed)", row.name)
+			t.Logf("  %s: not measured (failed, or not run)", row.name)
 			continue
 		}
 		t.Logf("  %s: down %.1fs (driverset's share %.1fs): %s", row.name, row.d.total().Seconds(), row.d.driversetShare().Seconds(), row.d.timeline())
@@ -145,7 +160,7 @@ type plainStreamLoss struct {
 
 func (p plainStreamLoss) String() string {
 	if !p.checked {
-		return "not measured (failed)"
+		return "not measured (failed, or not run)"
 	}
 	return fmt.Sprintf("not resumed: %d batches committed before the loss, %d after it, %d drivers started after it, watched %.0fs after the proof; spark-submit returned %v (exit %d, phases %v)",
 		p.committedBefore, p.after, p.driversAfter, p.watched.Seconds(), p.submitReturned, p.submitCode, p.submitPhases)
@@ -205,3 +220,21 @@ func runPlainStreamLoss(t *testing.T, d spark.Dist) plainStreamLoss {
 	t.Logf("without driverset: %s", out)
 	return out
 }
+
+// leaderElectedAfter is when a driverset replica acquired the leader's lease, if after t: the
+// leader had run on the lost node, and its successor waited for the lease to expire.
+func leaderElectedAfter(t *testing.T, after time.Time) time.Time {
+	t.Helper()
+	l, err := kube().CoordinationV1().Leases(driversetNamespace).Get(context.Background(), driversetLeaderLease, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("driverset's leader lease: %v", err)
+		return time.Time{}
+	}
+	if l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(after) {
+		return time.Time{}
+	}
+	return l.Spec.AcquireTime.Time
+}
+
+// driversetLeaderLease is the Lease driverset's replicas elect their leader with (serve.go's LeaderElectionID).
+const driversetLeaderLease = "driverset.driverset.dev"

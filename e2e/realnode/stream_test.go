@@ -104,7 +104,7 @@ func TestStreamThroughTheLossOfItsDriversNode(t *testing.T) {
 			}
 			continue
 		}
-		t.Run(c.version+"-"+c.query+"-"+c.loss, func(t *testing.T) { runStream(t, d, c, nil) })
+		t.Run(strings.TrimSuffix(c.version+"-"+c.query+"-"+c.loss+"-"+c.events, "-"), func(t *testing.T) { runStream(t, d, c, nil) })
 	}
 }
 
@@ -123,10 +123,19 @@ const (
 )
 
 // streamCase is one stream run: a Spark version, a query, a loss; ci when make test runs it.
+// events is for DStream apps alone (every other query runs with the event log on): "" leaves the
+// event log off, eventsSingle or eventsRolling turns it on, with spark.eventLog.overwrite=true.
 type streamCase struct {
 	version, query, loss string
 	ci                   bool
+	events               string
 }
+
+// A DStream app's event log (streamCase.events).
+const (
+	eventsSingle  = "eventlog-single"  // one file per app id (3.5's default)
+	eventsRolling = "eventlog-rolling" // a folder per app id (4.x's default)
+)
 
 // streamCases: in CI each version, kind of query and kind of node loss once; the rest under
 // make e2e-streams.
@@ -140,6 +149,8 @@ var streamCases = []streamCase{ //nolint:gochecknoglobals // a table
 	{version: "3.5.6", query: streamStateless, loss: lossThrows},
 	{version: "4.1.1", query: streamStateful, loss: lossThrows},
 	{version: "3.5.6", query: streamDStream, loss: lossKilled},
+	{version: "3.5.6", query: streamDStream, loss: lossKilled, events: eventsSingle},
+	{version: "3.5.6", query: streamDStream, loss: lossKilled, events: eventsRolling},
 }
 
 // runStream runs case c on Spark d, checks every promise of TestStreamThroughTheLossOfItsDriversNode,
@@ -147,16 +158,24 @@ var streamCases = []streamCase{ //nolint:gochecknoglobals // a table
 // is told each step (TestDemoStream).
 func runStream(t *testing.T, d spark.Dist, c streamCase, s *story) streamDowntime {
 	shared := newSharedStorage(t)
-	events := newEventLogs(t, !strings.HasPrefix(d.Version, "3."))
+	rolling := !strings.HasPrefix(d.Version, "3.")
+	if c.events != "" {
+		rolling = c.events == eventsRolling
+	}
+	events := newEventLogs(t, rolling)
 	args := []string{"/shared/checkpoint", "/shared/out", fmt.Sprint(streamRows), fmt.Sprint(streamBatches), fmt.Sprint(streamBatchMillis)}
 	if c.loss == lossThrows {
 		args = append(args, "fail-once")
 	}
 	conf := shared.conf()
-	if c.query != streamDStream {
-		// A DStream app runs with the app id of the incarnation that wrote its checkpoint (below):
-		// with the event log on, its later incarnations find that one's log in the way.
+	switch {
+	case c.query != streamDStream:
 		conf = events.with(conf)
+	case c.events != "":
+		// A DStream app runs with the app id of the incarnation that wrote its checkpoint (below):
+		// its later incarnations find that one's log in the way, unless told to overwrite it.
+		conf = events.with(conf)
+		conf["spark.eventLog.overwrite"] = "true"
 	}
 	job := sparkJob{resilient: true, args: args, conf: conf}
 	switch c.query {
@@ -177,6 +196,16 @@ func runStream(t *testing.T, d spark.Dist, c streamCase, s *story) streamDowntim
 		job.conf["spark.kubernetes.driver.annotation."+contract.AnnotationSelfFence] = streamSelfFence.String()
 		job.prepare = func(t *testing.T, ns string) { bindHeartbeat(t, ns, "default") }
 	}
+	// The pods' watch, from before spark-submit: when the new driver pod and its first executor
+	// were made, on the test's clock to the nanosecond (their creationTimestamps are whole seconds).
+	var pods *podWatch
+	prepare := job.prepare
+	job.prepare = func(t *testing.T, ns string) {
+		if prepare != nil {
+			prepare(t, ns)
+		}
+		pods = watchPods(t, ns)
+	}
 	r := runSparkJob(t, d, job, func(t *testing.T, r *sparkRun) {
 		var lost, confirmed time.Time
 		var second *seenDriver
@@ -191,10 +220,14 @@ func runStream(t *testing.T, d spark.Dist, c streamCase, s *story) streamDowntim
 		default:
 			return
 		}
-		down = measureDowntime(t, r, second, lost, confirmed)
+		down = measureDowntime(t, r, pods, second, lost, confirmed)
 		s.recovered(down)
 	})
 	s.finished(r)
+	if c.loss != lossThrows {
+		// What driverset decided and when, beside the timeline above (docs/measurements.md).
+		logDriversetDecisions(t, r.app.Namespace)
+	}
 	if c.loss == lossPartitioned {
 		fenced.expect(t)
 		down.oldJVMGone = fenced.oldExit
@@ -252,6 +285,12 @@ func runStream(t *testing.T, d spark.Dist, c streamCase, s *story) streamDowntim
 			t.Errorf("the recovered DStream driver ran with app id %s, the first with %s: Spark now reloads spark.app.id (update docs/limits.md)", started[1], started[0])
 		}
 		t.Logf("the DStream app's two incarnations ran with app ids %v (restored from the checkpoint)", started)
+		if c.events != "" {
+			// One app id, so one log: the later incarnation's, finished, written over the
+			// killed one's (spark.eventLog.overwrite); the History Server lists the app once.
+			t.Logf("the event-log folder after the run: %s", events.listing(t))
+			events.expect(t, d, started[:1])
+		}
 		return down
 	}
 	expectOwnAppIDs(t, started)
