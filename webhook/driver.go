@@ -29,7 +29,7 @@ const (
 // Driver admits Spark driver pods: an opted-in driver becomes the gated placeholder of
 // docs/design.md#the-placeholder, one that cannot be taken over safely is denied with the reason, and every other pod is
 // allowed unchanged. It is a pure function of the request: no API calls, the same answer on
-// dry-run, and no change to a pod it already converted.
+// dry-run but for the seal (which holds only within that dry-run), and no change to a pod it already converted.
 type Driver struct {
 	// Enforced is true for the handler behind the namespace-policy entry: every Spark driver pod is
 	// converted. Otherwise only pods labelled driverset.dev/resilient=true are.
@@ -69,7 +69,8 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	// keep. One that driverset did not seal was shaped by its creator: its recorded resources would
 	// reach S-0 unseen by any policy on who may ask for them.
 	placeholder := convert.IsPlaceholder(pod)
-	if nc := d.unsealed(pod); placeholder && nc != nil {
+	sealer := sealerFor(d.Seal, req)
+	if nc := unsealed(sealer, pod); placeholder && nc != nil {
 		return admission.Denied(nc.Error())
 	}
 	was := pod.DeepCopy()
@@ -92,7 +93,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if !placeholder {
-		if err := d.Seal.Sign(pod); err != nil {
+		if err := sealer.Sign(pod); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
@@ -118,7 +119,14 @@ func (d *Driver) Default(ctx context.Context, pod *corev1.Pod) error {
 	if d.skip(pod) != "" {
 		return nil
 	}
-	return convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace))
+	if err := convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace)); err != nil {
+		return err
+	}
+	if nc := unnamed(pod); nc != nil {
+		// Checked last, so that a pod with other defects hears convert's reason first.
+		return nc
+	}
+	return nil
 }
 
 // changedPlaceholder ends the refusal of a placeholder that driverset made and a later mutating
