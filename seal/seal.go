@@ -44,6 +44,17 @@ type Sealer struct {
 	Key []byte
 	// Now is the time a seal is made at (time.Now when nil).
 	Now func() time.Time
+	// dryRun marks seals made and checked for a dry-run create (DryRun).
+	dryRun bool
+}
+
+// DryRun is the Sealer for a dry-run create: its seals hold only for what it checks itself (the
+// webhook's re-invocation within the same dry-run), never for a real create or for the
+// controller. A dry-run leaves no pod and the name free, so its seal would otherwise be a seal
+// for a create the webhook never saw (docs/design.md#sealed-placeholders).
+func (s Sealer) DryRun() Sealer {
+	s.dryRun = true
+	return s
 }
 
 // Sign records on pod, a placeholder the webhook has just made, a seal over its namespace, name
@@ -51,6 +62,9 @@ type Sealer struct {
 func (s Sealer) Sign(pod *corev1.Pod) error {
 	if len(s.Key) < MinKeyLen {
 		return errors.New("driverset has no key to seal placeholders with")
+	}
+	if pod.Name == "" {
+		return errors.New("driverset seals a placeholder by its name, and this pod has none yet")
 	}
 	at := s.now().Unix()
 	if pod.Annotations == nil {
@@ -80,7 +94,11 @@ func (s Sealer) Verify(pod *corev1.Pod, at time.Time) error {
 		return fmt.Errorf("its seal (annotation %s) is not driverset's", Annotation)
 	}
 	got, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || !s.matches(pod, signed, got) {
+	if err == nil && !s.dryRun && hmac.Equal(got, s.DryRun().mac(pod.Namespace, pod.Name, signed, pod)) {
+		return fmt.Errorf("its seal (annotation %s) was made for a dry-run create, which leaves no pod: "+
+			"it holds for no real one", Annotation)
+	}
+	if err != nil || !hmac.Equal(got, s.mac(pod.Namespace, pod.Name, signed, pod)) {
 		return fmt.Errorf("its seal (annotation %s) does not match its name and its recorded resources (annotation %s): "+
 			"they were not made by driverset's webhook, or were changed since", Annotation, contract.AnnotationResources)
 	}
@@ -91,24 +109,21 @@ func (s Sealer) Verify(pod *corev1.Pod, at time.Time) error {
 	return nil
 }
 
-// matches reports whether got is the seal of pod made at signed. A pod named by generateName may
-// have had no name yet when the webhook sealed it.
-func (s Sealer) matches(pod *corev1.Pod, signed int64, got []byte) bool {
-	if hmac.Equal(got, s.mac(pod.Namespace, pod.Name, signed, pod)) {
-		return true
-	}
-	return pod.GenerateName != "" && hmac.Equal(got, s.mac(pod.Namespace, "", signed, pod))
-}
-
 // VerifyNow is Verify at the Sealer's present: for a seal the webhook itself made moments ago.
 func (s Sealer) VerifyNow(pod *corev1.Pod) error { return s.Verify(pod, s.now()) }
 
 // mac is the HMAC of what a seal covers: everything S-0 takes from the placeholder's annotation,
-// and the name and namespace, so a seal cannot be moved to another pod. A field is never
-// ambiguous: each is ended by a NUL, which none of them can hold.
+// and the name and namespace, so a seal cannot be moved to another pod; a dry-run's seal has one
+// more field, so it is never a real create's. A field is never ambiguous: each is ended by a NUL,
+// which none of them can hold. The name is the pod's final one: the webhook refuses to seal a pod
+// that has none yet (named by generateName), whose seal would hold for any name.
 func (s Sealer) mac(namespace, name string, at int64, pod *corev1.Pod) []byte {
 	h := hmac.New(sha256.New, s.Key)
-	for _, field := range []string{version, namespace, name, strconv.FormatInt(at, 10), pod.Annotations[contract.AnnotationResources]} {
+	fields := []string{version, namespace, name, strconv.FormatInt(at, 10), pod.Annotations[contract.AnnotationResources]}
+	if s.dryRun {
+		fields = append(fields, "dry-run")
+	}
+	for _, field := range fields {
 		h.Write([]byte(field))
 		h.Write([]byte{0})
 	}

@@ -2,6 +2,8 @@ package seal
 
 import (
 	"context"
+	"encoding/base64"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +36,8 @@ func TestVerify(t *testing.T) {
 		key    string
 		at     time.Time
 		reason string // "" means valid
+		// signDry and checkDry: sealed, and checked, for a dry-run create.
+		signDry, checkDry bool
 	}{
 		{name: "as sealed", at: t0},
 		{name: "checked at the pod's creation, a minute later", at: t0.Add(time.Minute)},
@@ -56,11 +60,18 @@ func TestVerify(t *testing.T) {
 		}, reason: "does not match"},
 		{name: "replayed later onto a pod of the same name", at: t0.Add(MaxSkew + time.Second), reason: "from when the pod was created"},
 		{name: "older than its pod by more than the skew", at: t0.Add(-MaxSkew - time.Second), reason: "from when the pod was created"},
+		{name: "a dry-run's, checked again within the dry-run", at: t0, signDry: true, checkDry: true},
+		{name: "a dry-run's, replayed onto a real create", at: t0, signDry: true, reason: "made for a dry-run create"},
+		{name: "a real create's, checked as a dry-run's", at: t0, checkDry: true, reason: "does not match"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := placeholder()
-			if err := sealer("s").Sign(p); err != nil {
+			signer := sealer("s")
+			if tc.signDry {
+				signer = signer.DryRun()
+			}
+			if err := signer.Sign(p); err != nil {
 				t.Fatal(err)
 			}
 			if tc.edit != nil {
@@ -70,7 +81,11 @@ func TestVerify(t *testing.T) {
 			if tc.key != "" {
 				key = tc.key
 			}
-			err := sealer(key).Verify(p, tc.at)
+			checker := sealer(key)
+			if tc.checkDry {
+				checker = checker.DryRun()
+			}
+			err := checker.Verify(p, tc.at)
 			switch {
 			case tc.reason == "" && err != nil:
 				t.Fatalf("Verify = %v, want valid", err)
@@ -81,20 +96,21 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// A pod named by generateName may be sealed before it has a name.
-func TestVerifyGeneratedName(t *testing.T) {
+// A pod named by generateName has no name at mutating admission (the apiserver picks it later):
+// a seal then could only cover the empty name, and hold for any pod. No such seal is made, and one
+// made so by an earlier driverset holds for no pod.
+func TestNoSealWithoutAName(t *testing.T) {
 	p := placeholder()
 	p.Name, p.GenerateName = "", "pi-"
-	if err := sealer("s").Sign(p); err != nil {
-		t.Fatal(err)
+	if err := sealer("s").Sign(p); err == nil || !strings.Contains(err.Error(), "has none yet") {
+		t.Fatalf("Sign of a pod without a name = %v, want a refusal", err)
 	}
+	s := sealer("s")
+	p.Annotations[Annotation] = version + "." + strconv.FormatInt(t0.Unix(), 10) + "." +
+		base64.RawURLEncoding.EncodeToString(s.mac(p.Namespace, "", t0.Unix(), p))
 	p.Name = "pi-x7k2q"
-	if err := sealer("s").Verify(p, t0); err != nil {
-		t.Fatalf("Verify = %v", err)
-	}
-	p.GenerateName = ""
-	if err := sealer("s").Verify(p, t0); err == nil {
-		t.Fatal("a seal made with no name holds for a pod that was named by its creator")
+	if err := s.Verify(p, t0); err == nil {
+		t.Fatal("a seal made over no name holds for the name the apiserver generated")
 	}
 }
 

@@ -27,7 +27,7 @@ func TestIncarnationGolden(t *testing.T) {
 
 // cachedGolden runs the golden cases of a handler that reads the cache: the verdict and the
 // persisted pod match the golden file, a second admission of the patched pod changes nothing (the
-// apiserver's reinvocation), and a dry-run gets the same answer.
+// apiserver's reinvocation), and a dry-run gets the same answer but for the seal.
 func cachedGolden(t *testing.T, dir string, handler func(client.Reader) admission.Handler) {
 	inputs, err := filepath.Glob(filepath.Join("testdata", dir, "*.pod.yaml"))
 	if err != nil || len(inputs) == 0 {

@@ -28,8 +28,8 @@ const (
 
 // Driver admits Spark driver pods: an opted-in driver becomes the gated placeholder of
 // docs/design.md#the-placeholder, one that cannot be taken over safely is denied with the reason, and every other pod is
-// allowed unchanged. It is a pure function of the request: no API calls, the same answer on
-// dry-run, and no change to a pod it already converted.
+// allowed unchanged. It is a pure function of the request: no API calls (but Authorize's, when set), the same answer on
+// dry-run but for the seal (which holds only within that dry-run), and no change to a pod it already converted.
 type Driver struct {
 	// Enforced is true for the handler behind the namespace-policy entry: every Spark driver pod is
 	// converted. Otherwise only pods labelled driverset.dev/resilient=true are.
@@ -41,6 +41,11 @@ type Driver struct {
 	// Seal seals each placeholder this handler makes, and tells its own placeholders, seen again
 	// on re-invocation, from a pod that arrives shaped as one (docs/design.md#sealed-placeholders).
 	Seal seal.Sealer
+	// Authorize, when set (--authorize-extended-resources), is asked whether the requester of the
+	// pod create may use each extended resource its driver asks for: S-0 gets them from the
+	// placeholder's annotation, created by the StatefulSet controller, so no admission check on
+	// the requester ever sees them otherwise. The handler's one API call.
+	Authorize Authorizer
 }
 
 var _ admission.Handler = (*Driver)(nil)
@@ -69,7 +74,8 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	// keep. One that driverset did not seal was shaped by its creator: its recorded resources would
 	// reach S-0 unseen by any policy on who may ask for them.
 	placeholder := convert.IsPlaceholder(pod)
-	if nc := d.unsealed(pod); placeholder && nc != nil {
+	sealer := sealerFor(d.Seal, req)
+	if nc := unsealed(sealer, pod); placeholder && nc != nil {
 		return admission.Denied(nc.Error())
 	}
 	was := pod.DeepCopy()
@@ -91,8 +97,19 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if d.Authorize != nil {
+		// Asked on every call, its own placeholder seen again included: it is the same requester,
+		// and a seal says nothing of who asked.
+		why, err := unauthorized(ctx, d.Authorize, req.UserInfo, pod)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if why != "" {
+			return deny(ReasonNotAuthorized, why)
+		}
+	}
 	if !placeholder {
-		if err := d.Seal.Sign(pod); err != nil {
+		if err := sealer.Sign(pod); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
@@ -118,7 +135,14 @@ func (d *Driver) Default(ctx context.Context, pod *corev1.Pod) error {
 	if d.skip(pod) != "" {
 		return nil
 	}
-	return convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace))
+	if err := convert.ToPlaceholderWithin(pod, d.floor(ctx, pod.Namespace)); err != nil {
+		return err
+	}
+	if nc := unnamed(pod); nc != nil {
+		// Checked last, so that a pod with other defects hears convert's reason first.
+		return nc
+	}
+	return nil
 }
 
 // changedPlaceholder ends the refusal of a placeholder that driverset made and a later mutating

@@ -34,6 +34,9 @@ const (
 	ReasonNotConvertible = "not-convertible"
 	// ReasonNotSparkSubmit: a pod labelled for driverset that is not spark-submit's cluster driver.
 	ReasonNotSparkSubmit = "not-spark-submit"
+	// ReasonNotAuthorized: with --authorize-extended-resources, a driver whose requester may not
+	// use an extended resource the driver asks for.
+	ReasonNotAuthorized = "not-authorized"
 	// ReasonSecondDriver: a pod of a driverset StatefulSet with an ordinal other than 0.
 	ReasonSecondDriver = "second-driver"
 	// ReasonNotAsBuilt: a StatefulSet or Service that driverset's ServiceAccount asked to create

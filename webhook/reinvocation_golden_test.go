@@ -42,7 +42,9 @@ func TestDriverGoldenReinvoked(t *testing.T) {
 				t.Fatalf("the first admission refused the pod (%+v): nothing for a later webhook to change", first.Result)
 			}
 			changed := laterPatch(t, applyPatch(t, raw, first.Patches), l.Patch)
-			checkGolden(t, d, changed, filepath.Join("testdata", "reinvocation", name+".golden.yaml"))
+			dry := d.Handle(context.Background(), createRequest(raw, true))
+			dryChanged := laterPatch(t, applyPatch(t, raw, dry.Patches), l.Patch)
+			checkGoldenDry(t, d, changed, dryChanged, filepath.Join("testdata", "reinvocation", name+".golden.yaml"))
 		})
 	}
 }

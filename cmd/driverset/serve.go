@@ -68,6 +68,7 @@ type serveFlags struct {
 	maxAdmissionBytes int64
 	admissionTimeout  time.Duration
 	sealSecret        string
+	authorizeExtended bool
 	clientCA          string
 	clientNames       string
 	pprofAddr         string
@@ -109,6 +110,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.Int64Var(&f.maxAdmissionBytes, "max-admission-bytes", 8<<20, "a request larger than 64 KiB (or than this over --max-concurrent-admissions, when less) also takes its size from a budget of this many bytes before its body is read (each costs about five times its size while handled): large ones run a few at once, without holding the slots of small ones")
 	fs.DurationVar(&f.admissionTimeout, "admission-io-timeout", webhook.DefaultTimeout, "how long a caller has to send an admission request's body once its headers are in, and to take the answer; neither holds a slot of --max-concurrent-admissions")
 	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
+	fs.BoolVar(&f.authorizeExtended, "authorize-extended-resources", false, "admit an opted-in driver that asks for an extended resource (anything but cpu, memory, ephemeral-storage, hugepages-*: a GPU) only when its submitter may \"use\" that resource (resourceName) on extendedresources.driverset.dev in the pod's namespace, asked with a SubjectAccessReview; off: whoever may create the pod may ask for any, as without driverset")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles, e.g. 127.0.0.1:6060 (reached with kubectl port-forward); unauthenticated, so keep it on localhost; 0 turns it off")
@@ -244,8 +246,12 @@ func serve(ctx context.Context, args []string) error {
 	observed := func(name string, h admission.Handler) http.Handler {
 		return admissionEntry(callers, limit, &admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: h, Decisions: metrics.admissions}})
 	}
-	hooks.Register(webhook.DriverPath, observed("driver", &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer}))
-	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer}))
+	authorize, err := extendedResourceAuthorizer(cfg, f)
+	if err != nil {
+		return err
+	}
+	hooks.Register(webhook.DriverPath, observed("driver", &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer, Authorize: authorize}))
+	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer, Authorize: authorize}))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
 	hooks.Register(webhook.ExecutorPath, observed("executor", &webhook.Executor{Reader: pods}))
 	hooks.Register(webhook.IncarnationPath, observed("incarnation", &webhook.Incarnation{Reader: pods}))
@@ -374,6 +380,19 @@ func loadSealer(ctx context.Context, cfg *rest.Config, f serveFlags) (seal.Seale
 	}
 	key, err := seal.LoadKey(ctx, cs, ownNamespace(f), f.sealSecret)
 	return seal.Sealer{Key: key}, err
+}
+
+// extendedResourceAuthorizer is the driver webhooks' Authorize: SubjectAccessReviews with
+// --authorize-extended-resources, nil (nothing asked) without.
+func extendedResourceAuthorizer(cfg *rest.Config, f serveFlags) (webhook.Authorizer, error) {
+	if !f.authorizeExtended {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return webhook.SubjectAccessReviews{Client: cs.AuthorizationV1().SubjectAccessReviews()}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

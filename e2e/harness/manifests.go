@@ -138,8 +138,10 @@ func WaitWebhookActive(ctx context.Context, cfg *rest.Config, alive Liveness) er
 	}
 	probe := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "driverset-probe-",
-			Labels:       map[string]string{contract.LabelSparkRole: contract.RoleDriver, contract.LabelResilient: "true"},
+			// Named: driverset refuses a driver pod without a name (it seals the placeholder by it). A
+			// dry-run leaves nothing, so one name serves every probe.
+			Name:   "driverset-probe",
+			Labels: map[string]string{contract.LabelSparkRole: contract.RoleDriver, contract.LabelResilient: "true"},
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,

@@ -214,6 +214,15 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "who may ask for GPUs",
+			values: map[string]any{"authorizeExtendedResources": true},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); !containsString(args, "--authorize-extended-resources") {
+					t.Errorf("serve is not given --authorize-extended-resources: %v", args)
+				}
+			},
+		},
+		{
 			name:   "a cluster-wide fence-after",
 			values: map[string]any{"fencing": map[string]any{"fenceAfter": "5m"}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {

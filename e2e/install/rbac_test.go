@@ -108,7 +108,9 @@ func rights() []right {
 		{"coordination.k8s.io", "leases", "list", "", served, false},
 		{"coordination.k8s.io", "leases", "watch", "", served, false},
 		// /metrics over HTTPS: the caller's token is checked (TokenReview) and its right to GET
-		// /metrics (SubjectAccessReview), by controller-runtime's filter, cached.
+		// /metrics (SubjectAccessReview), by controller-runtime's filter, cached. The same
+		// SubjectAccessReviews, with --authorize-extended-resources, ask whether a driver's
+		// submitter may use its GPUs: no wider right (a review answers, it grants nothing).
 		{"authentication.k8s.io", "tokenreviews", "create", "", cluster, false},
 		{"authorization.k8s.io", "subjectaccessreviews", "create", "", cluster, false},
 		// Leader election of the controller, in driverset's namespace.
