@@ -78,10 +78,12 @@ prometheus-bin:
 testbed-bin:
 	@hack/testbed-build.sh
 
+# testbed-up backgrounds `go -C e2e run`, not `cd e2e && go run`: a backgrounded list would hold
+# make's output open for as long as the bed runs.
 ## testbed-up: start a test bed in the background; prints the KUBECONFIG to use with kubectl
 testbed-up: testbed-bin
 	@rm -f $(TESTBED_DIR).out
-	@cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) run ./cmd/testbed up --dir $(abspath $(TESTBED_DIR)) >$(abspath $(TESTBED_DIR)).out 2>&1 &
+	@DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) -C e2e run ./cmd/testbed up --dir $(abspath $(TESTBED_DIR)) >$(abspath $(TESTBED_DIR)).out 2>&1 &
 	@for i in $$(seq 1 180); do grep -q '^export KUBECONFIG' $(TESTBED_DIR).out 2>/dev/null && break; \
 	  grep -q '^exit status' $(TESTBED_DIR).out 2>/dev/null && { cat $(TESTBED_DIR).out; exit 1; }; sleep 1; done
 	@cat $(TESTBED_DIR).out
