@@ -10,19 +10,29 @@ GO    ?= go
 TESTBED_BIN = $(shell hack/testbed-build.sh)
 TESTBED_DIR ?= /tmp/driverset-testbed
 
+# Three Go modules, each with its own go.mod (CONTRIBUTING.md, "Modules"): the product at the
+# root (what the binaries link), the test harness in e2e/ and the release tool in hack/release
+# (helm and the like live only there). Each builds and is tested on its own, as a clone without a
+# go.work does; GOWORK=off keeps a go.work of your own (for an editor) out of everything make runs.
+MODULES := . e2e hack/release
+export GOWORK := off
+# in-modules CMD runs the shell command CMD in each module's folder, every one even after one
+# failed, and fails when one did.
+in-modules = status=0; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(1)) || status=1; done; exit $$status
+
 .PHONY: test test-unit prometheus-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real demo-stream lint build plugin chart-docs release release-check
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_PROMETHEUS_BIN="$(PROMETHEUS_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...
+	@$(call in-modules,DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_PROMETHEUS_BIN="$(PROMETHEUS_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...)
 
 ## test-unit: the fast tests alone (no binaries, seconds)
 test-unit:
-	$(GO) test -count=1 ./...
+	@$(call in-modules,$(GO) test -count=1 ./...)
 
 ## e2e: only driverset's scenarios on the test bed, verbose; RUN=TestName (a go test -run pattern) runs only those
 e2e: testbed-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 30m $(if $(RUN),-run '$(RUN)') .
 
 ## compat: the KWOK scenarios that cover every Kubernetes API driverset relies on (hack/compat-tests.txt), on the oldest Kubernetes the chart claims and on the test bed's, then a table by version; COMPAT_VERSIONS="v1.X.Y …" for others (each built once, 20-40 min cold); not in make test
 compat:
@@ -30,24 +40,24 @@ compat:
 
 ## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; DStream apps on 3.5.6, killed, with the event log, resubmitted under another name; about 20 min); make test runs two of them
 e2e-streams: testbed-bin node-packages spark-artifacts
-	DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff|TestDStreamResubmittedUnderAnotherNameThenItsNodeIsLost' ./e2e/realnode/
+	cd e2e && DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff|TestDStreamResubmittedUnderAnotherNameThenItsNodeIsLost' ./realnode/
 
 ## bench-stream: a stream's downtime through the loss of its driver's node, side by side on real nodes (root): with driverset (killed + taint; cut off + self-fence) and without it (never resumes); what each downtime is made of; about 10 min
 bench-stream: testbed-bin node-packages spark-artifacts
-	DRIVERSET_STREAMS=bench DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestStreamDowntimeSideBySide$$' ./e2e/realnode/
+	cd e2e && DRIVERSET_STREAMS=bench DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestStreamDowntimeSideBySide$$' ./realnode/
 
 ## e2e-real: only the scenarios on real nodes (kubelet, containerd, runc; real Spark; needs root), verbose; RUN=TestName runs only those
 e2e-real: testbed-bin node-packages spark-artifacts
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m $(if $(RUN),-run '$(RUN)') ./e2e/realnode/
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m $(if $(RUN),-run '$(RUN)') ./realnode/
 
 ## e2e-release: a release installed from its folder alone on a real node (root): the image imported, install.yaml applied, driverset Ready; builds one for the host's platform alone unless DRIVERSET_RELEASE_DIR=dist
 e2e-release: testbed-bin node-packages
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 20m ./e2e/realrelease/
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 20m ./realrelease/
 
 ## chaos: many apps through random faults on the KWOK test bed, every invariant checked; SIZE=short (the default, also in `make e2e`) or long (by hand); SEED=n replays a run
 chaos: testbed-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_CHAOS_SIZE="$(or $(SIZE),short)" $(if $(SEED),DRIVERSET_CHAOS_SEED="$(SEED)") \
-	  $(GO) test -tags testbed -count=1 -v -timeout 300m -run '^TestChaos$$' ./e2e/
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_CHAOS_SIZE="$(or $(SIZE),short)" $(if $(SEED),DRIVERSET_CHAOS_SEED="$(SEED)") \
+	  $(GO) test -tags testbed -count=1 -v -timeout 300m -run '^TestChaos$$' .
 
 ## spark-artifacts: fetch (or find) real Spark for the real nodes: Debian's JRE, Spark's jars from Maven Central
 spark-artifacts:
@@ -68,10 +78,12 @@ prometheus-bin:
 testbed-bin:
 	@hack/testbed-build.sh
 
+# testbed-up backgrounds `go -C e2e run`, not `cd e2e && go run`: a backgrounded list would hold
+# make's output open for as long as the bed runs.
 ## testbed-up: start a test bed in the background; prints the KUBECONFIG to use with kubectl
 testbed-up: testbed-bin
 	@rm -f $(TESTBED_DIR).out
-	@DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) run ./e2e/cmd/testbed up --dir $(TESTBED_DIR) >$(TESTBED_DIR).out 2>&1 &
+	@DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" nohup $(GO) -C e2e run ./cmd/testbed up --dir $(abspath $(TESTBED_DIR)) >$(abspath $(TESTBED_DIR)).out 2>&1 &
 	@for i in $$(seq 1 180); do grep -q '^export KUBECONFIG' $(TESTBED_DIR).out 2>/dev/null && break; \
 	  grep -q '^exit status' $(TESTBED_DIR).out 2>/dev/null && { cat $(TESTBED_DIR).out; exit 1; }; sleep 1; done
 	@cat $(TESTBED_DIR).out
@@ -79,19 +91,19 @@ testbed-up: testbed-bin
 
 ## testbed-down: stop it
 testbed-down:
-	$(GO) run ./e2e/cmd/testbed down --dir $(TESTBED_DIR)
+	cd e2e && $(GO) run ./cmd/testbed down --dir $(abspath $(TESTBED_DIR))
 
 ## demo: driverset's main job end to end on a local test bed, told plainly
 demo: testbed-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) run ./e2e/cmd/demo
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) run ./cmd/demo
 
 ## demo-real: the same with real nodes and real Spark 3.5.6: spark-submit without and with driverset, then the driver's node killed mid-job (root; ~10 min)
 demo-real: testbed-bin node-packages spark-artifacts
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark$$' ./e2e/realnode/
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark$$' ./realnode/
 
 ## demo-stream: what driverset exists for, told plainly on real nodes with real Spark 3.5.6: a Structured Streaming query's driver node killed, the stream resumed from its checkpoint on another node, every record exactly once, the downtime (root; ~6 min)
 demo-stream: testbed-bin node-packages spark-artifacts
-	DRIVERSET_STREAMS=demo DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestDemoStream$$' ./e2e/realnode/
+	cd e2e && DRIVERSET_STREAMS=demo DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestDemoStream$$' ./realnode/
 
 # The version stamped into the binary (`driverset version`, the driverset_build_info metric).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -107,11 +119,11 @@ RELEASE_URL ?= https://github.com/driverset/driverset/releases/download/$(VERSIO
 release:
 	@test -z "$(IMAGE)" || { echo "make release builds the image itself now: make release VERSION=vX.Y.Z IMAGE_REPO=REPOSITORY (docs/releasing.md); for an image of your own: DRIVERSET_IMAGE=$(IMAGE) hack/render-install.sh dist/install.yaml"; exit 2; }
 	rm -rf dist
-	$(GO) run ./hack/release -out dist -version '$(VERSION)' -image-repo '$(IMAGE_REPO)' -download-url '$(RELEASE_URL)'
+	cd hack/release && $(GO) run . -out $(CURDIR)/dist -version '$(VERSION)' -image-repo '$(IMAGE_REPO)' -download-url '$(RELEASE_URL)'
 
 ## release-check: hack/release's test for every released platform (make test checks the host's linux platform alone): a release of 8 binaries, 6 cross-compiled, built twice and read back; 79 s warm, about 11 min cold (docs/measurements.md); by hand, before a release and after a change to hack/release, internal/oci or the plugin
 release-check:
-	DRIVERSET_RELEASE_PLATFORMS=all $(GO) test -count=1 -v -timeout 60m -run '^TestReleaseIsReproducibleAndComplete$$' ./hack/release/
+	cd hack/release && DRIVERSET_RELEASE_PLATFORMS=all $(GO) test -count=1 -v -timeout 60m -run '^TestReleaseIsReproducibleAndComplete$$' .
 
 ## build: the driverset binary, stamped with VERSION (default: git describe --tags --always --dirty)
 build:
@@ -125,16 +137,16 @@ plugin:
 chart-docs:
 	$(GO) run ./hack/chartdoc
 
-## lint: formatting, go.mod tidy, vet, and golangci-lint when installed
+## lint: formatting, and in each module go.mod tidy, vet (without and with the testbed tag), and golangci-lint when installed
 lint:
-	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
-	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped"; fi
+	@$(call in-modules,{ $(GO) mod tidy -diff || { echo "$$m: go.mod/go.sum are not tidy: run go mod tidy in $$m"; exit 1; }; } \
+	  && $(GO) vet ./... && $(GO) vet -tags testbed ./... \
+	  && if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped"; fi)
 
 ## bench: recovery time on each node-loss path next to a plain StatefulSet (SAMPLES per path, default 3; median, min-max, ratio of medians; 50 drivers on one node), and driverset's memory with and without foreign Spark pods, the webhook's p99 latency at 50 creates/s against none, and 200 apps converted against 200 plain StatefulSets, as ratios
 bench: testbed-bin
-	DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(if $(SAMPLES),DRIVERSET_BENCH_SAMPLES=$(SAMPLES)) $(GO) test -tags testbed -count=1 -run '^$$' -bench 'Recovery|Memory|AdmissionLatency|Conversion' -benchtime 1x -timeout 60m ./e2e/
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(if $(SAMPLES),DRIVERSET_BENCH_SAMPLES=$(SAMPLES)) $(GO) test -tags testbed -count=1 -run '^$$' -bench 'Recovery|Memory|AdmissionLatency|Conversion' -benchtime 1x -timeout 60m .
 
 # Mutation testing. `make mutate` samples (hack/mutsample, ours): N mutants per package drawn by
 # SEED from the lines each package's tests run. `mutate-changed` and `mutate-all` run gremlins

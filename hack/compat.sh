@@ -10,6 +10,9 @@
 # DRIVERSET_TESTBED_KUBERNETES and DRIVERSET_TESTBED_KWOK_ONLY: 20-40 min cold, then cached).
 # Each run's go test -json and the table are kept in COMPAT_OUT (default /tmp/driverset-compat).
 set -euo pipefail
+# Each module on its own (e2e/ is one, with its own go.mod), as make runs them: a go.work of your
+# own would otherwise change what go list -m and go test see.
+export GOWORK=off
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -21,6 +24,11 @@ out=${COMPAT_OUT:-/tmp/driverset-compat}
 mkdir -p "$out"
 
 { read -r pkgs; read -r pattern; } < <(go run ./hack/compattable -tests hack/compat-tests.txt -pattern)
+# The scenarios live in the test harness's module (e2e/go.mod): go test runs there, on their
+# import paths (what the table reads back from go test -json).
+module=$(go list -m)
+read -r -a paths <<<"$pkgs"
+paths=("${paths[@]/#.\//$module/}")
 
 args=()
 for v in $versions; do
@@ -32,8 +40,7 @@ for v in $versions; do
   echo "compat: Kubernetes $v ($("$bin/kube-apiserver" --version)), $(date -u +%FT%TZ): go test -run '$pattern' $pkgs" >&2
   start=$SECONDS
   # A failing scenario is the table's to report: go test's status is not the script's.
-  # shellcheck disable=SC2086 # the packages are separate words
-  DRIVERSET_TESTBED_BIN="$bin" go test -tags testbed -count=1 -p 1 -json -timeout 40m -run "$pattern" $pkgs >"$out/$v.json" 2>"$out/$v.stderr" || true
+  (cd e2e && DRIVERSET_TESTBED_BIN="$bin" go test -tags testbed -count=1 -p 1 -json -timeout 40m -run "$pattern" "${paths[@]}") >"$out/$v.json" 2>"$out/$v.stderr" || true
   echo "compat: Kubernetes $v done in $((SECONDS - start)) s" >&2
   args+=("$v=$out/$v.json")
 done

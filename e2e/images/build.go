@@ -9,21 +9,27 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/driverset/driverset/e2e/harness"
 )
 
-// GoBinary compiles the Go main package pkg (an import path, or a path relative to the module
-// root such as "./e2e/images/pause") into a static, stripped linux binary and returns its bytes:
-// `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w <ldflags>"`, run from the module root. Each of
-// ldflags is one word of the linker's command line (e.g. "-X", "main.version=v1"); words with
-// spaces are quoted for the go command.
+// GoBinary compiles the Go main package pkg (a path relative to the repository's root, such as
+// "./cmd/driverset" or "./e2e/images/pause") into a static, stripped linux binary and returns its
+// bytes: `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w <ldflags>" .`, run in pkg's folder, so
+// that the module holding it picks the versions it links: the product's go.mod for driverset, as
+// it ships, and e2e/go.mod for the harness's programs. Each of ldflags is one word of the linker's
+// command line (e.g. "-X", "main.version=v1"); words with spaces are quoted for the go command.
 func GoBinary(ctx context.Context, pkg string, ldflags ...string) ([]byte, error) {
 	ld, err := joinLdflags(append([]string{"-s", "-w"}, ldflags...))
 	if err != nil {
 		return nil, err
 	}
-	root, err := moduleRoot(ctx)
+	if !strings.HasPrefix(pkg, "./") {
+		return nil, fmt.Errorf("images: package %q is not a path from the repository's root (./…)", pkg)
+	}
+	root, err := harness.ModuleRoot()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("images: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "images-gobinary-")
 	if err != nil {
@@ -31,8 +37,8 @@ func GoBinary(ctx context.Context, pkg string, ldflags ...string) ([]byte, error
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	out := filepath.Join(dir, "bin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+ld, "-o", out, pkg)
-	cmd.Dir = root
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+ld, "-o", out, ".")
+	cmd.Dir = filepath.Join(root, filepath.FromSlash(pkg))
 	// The image config says runtime.GOARCH; build for the same.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	var logs bytes.Buffer
@@ -41,19 +47,6 @@ func GoBinary(ctx context.Context, pkg string, ldflags ...string) ([]byte, error
 		return nil, fmt.Errorf("images: go build %s: %w\n%s", pkg, err, logs.Bytes())
 	}
 	return os.ReadFile(out)
-}
-
-// moduleRoot is the directory of the main module's go.mod, as the go command sees it from here.
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("images: go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("images: not inside a Go module (GOMOD=%q)", gomod)
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // joinLdflags makes one -ldflags value of words, quoting those with blanks as the go command's

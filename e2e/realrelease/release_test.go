@@ -51,9 +51,10 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 		start := time.Now()
 		// The node runs the host's architecture: the other platforms would only be compiled
 		// (minutes cold) and never run; hack/release's test and `make release-check` read them.
-		cmd := exec.CommandContext(ctx, "go", "run", "./hack/release", "-out", dist, "-version", "v0.0.0-e2e",
+		// hack/release is a module of its own (its go.mod holds helm): run it from its folder.
+		cmd := exec.CommandContext(ctx, "go", "run", ".", "-out", dist, "-version", "v0.0.0-e2e",
 			"-image-repo", "registry.test/driverset/driverset", "-platforms", "linux/"+runtime.GOARCH, "-allow-dirty")
-		cmd.Dir = root
+		cmd.Dir = filepath.Join(root, "hack", "release")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("hack/release: %v\n%s", err, b)
 		}

@@ -329,12 +329,13 @@ func imageAnnotations(o options) map[string]string {
 
 // goBuild builds pkg for goos/goarch into out as the Dockerfile does: static (CGO_ENABLED=0),
 // stripped, -trimpath, the version and revision stamped. -buildvcs=false: the revision is the
-// stamp, so the binary does not depend on the state of the clone it is built in.
+// stamp, so the binary does not depend on the state of the clone it is built in. GOWORK=off: the
+// product's go.mod alone picks what it links, whatever go.work a developer keeps beside it.
 func goBuild(ctx context.Context, o options, pkg, goos, goarch, out string) error {
 	ld := "-s -w -X " + module + "/version.stamped=" + o.Version + " -X " + module + "/version.stampedRevision=" + o.Revision
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags="+ld, "-o", out, pkg)
 	cmd.Dir = o.Root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOFLAGS=", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s for %s/%s: %w\n%s", pkg, goos, goarch, err, b)
 	}

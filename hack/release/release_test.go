@@ -33,13 +33,15 @@ import (
 	"github.com/driverset/driverset/internal/oci/ocitest"
 )
 
+// moduleRoot is the folder of the product's go.mod, the repository's root: hack/release is a
+// module of its own (its go.mod holds helm), and its go.mod's replace names the product's folder.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go list -m %s: %v", module, err)
 	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
+	return strings.TrimSpace(string(out))
 }
 
 // platformsEnv picks the platforms TestReleaseIsReproducibleAndComplete builds: unset, the
@@ -227,7 +229,10 @@ func checkImage(t *testing.T, out, digest string, o options, platforms []platfor
 // links (controller-runtime, at go.mod's version) and none it does not (helm, a test dependency).
 func checkSBOMs(t *testing.T, out string, bins map[string][]byte, o options) {
 	t.Helper()
-	crVersion, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/controller-runtime").Output()
+	// The product's go.mod, not this module's, says which version the binary links.
+	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/controller-runtime")
+	list.Dir, list.Env = o.Root, append(os.Environ(), "GOWORK=off")
+	crVersion, err := list.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
