@@ -195,3 +195,38 @@ func TestKubeletStopHidesAnExitNotRestarted(t *testing.T) {
 		t.Errorf("restarts = %q after the driver exited 1 before its kubelet stopped the pod, want 1: %s", n, defectKubeletStopHidesAnExitNotRestarted)
 	}
 }
+
+// defectKubeletKillThenDeleted: found by make model at depth 7 ("everything" at 4) on 2026-12-06;
+// the model's shortest trace is four events.
+const defectKubeletKillThenDeleted = "the kubelet's kill for a node shutdown, reported before its mark, then S-0's deletion (kubectl delete, a taint eviction) before any mark: wrap's 143, which says a stop came first, was taken for the driver's own exit since it was made before the deletion"
+
+// TestKubeletKillThenDeleted: the kubelet stops S-0 for its node's graceful shutdown and reports
+// the killed driver (wrap's 143 with its stop line) before the pod's mark and terminal phase, as in
+// TestKubeletKillBeforeItsMark; the node then goes before its kubelet reports more, and S-0 is
+// deleted (a taint eviction, or kubectl delete). The exit came before the deletion, so the
+// deletion's rule took it for the driver's own (exitedBeforeDeletion), though wrap says a stop
+// from outside came first: with max-restarts 0 the app was Failed.
+func TestKubeletKillThenDeleted(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "0"}, nil)
+	shutdownAt := t0.Add(10 * time.Minute)
+	held := shutdownStatus(t0.Add(30*time.Second), shutdownAt)
+	held.ContainerStatuses[0].State.Terminated.Message = wrap.Record(143, "the driver command /opt/entrypoint.sh exited with code 143", true)
+	held.Phase, held.Reason, held.Message = corev1.PodRunning, "", ""
+	held.Conditions = slices.DeleteFunc(held.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.DisruptionTarget })
+	h.setDriverStatus(held)
+	h.now = shutdownAt.Add(3 * time.Second)
+	h.reconcile()
+	h.now = shutdownAt.Add(time.Minute)
+	d := h.driver()
+	if err := h.c.Delete(h.ctx, d, client.Preconditions{UID: &d.UID}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	h.now = h.now.Add(5 * time.Minute)
+	h.reconcile()
+	p := h.placeholder()
+	if p.Status.Phase == corev1.PodFailed || p.Annotations[contract.AnnotationRestarts] != "" {
+		t.Errorf("the app is %s (%s), restarts %q, after its kubelet stopped the driver for a node shutdown and S-0 was deleted: %s",
+			p.Status.Phase, p.Status.Message, p.Annotations[contract.AnnotationRestarts], defectKubeletKillThenDeleted)
+	}
+}
