@@ -97,6 +97,21 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 		return false, "deleted while its driver may still run on node " + pod.Spec.NodeName +
 			": held until its kubelet reports it stopped or the node is proven down"
 	}
+	if !out.Exited && !nodeDown && !forced(pod) {
+		// Stopped by its deletion (an eviction, a drain, kubectl delete) on a node not proven
+		// down: a loss the placeholder's pass records, and then lets the pod go itself
+		// (recordStop). Let go before that, the next incarnation was told as DriverRunning, never
+		// Recovered: a new leader's Outcomes reconciler may look at the pod before its
+		// placeholder's pass does, as when the leader was evicted with the driver
+		// (TestRecoveryToldWhenOutcomesGoesFirst). Bounded as above. A node proven down, or a
+		// forced delete, lets it go at once: the next incarnation is what is waited for there.
+		switch rec := lostOf(placeholder); {
+		case rec != nil && rec.Pod == pod.UID:
+			return true, "stopped from outside (" + rec.Cause + "), recorded"
+		case now.Sub(deletionRequested(pod)) < kubeletCauseWait:
+			return false, "stopped from outside: its loss is not recorded yet"
+		}
+	}
 	if !out.Exited {
 		return true, "stopped from outside: no exit of the driver's own to read"
 	}

@@ -93,7 +93,10 @@ func TestReleasable(t *testing.T) {
 		{name: "its app is gone", pod: exited(1), app: nil, release: true},
 		{name: "its app is being deleted", pod: exited(1), app: app(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }), release: true},
 		{name: "its app has ended", pod: exited(1), app: app(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), release: true},
-		{name: "stopped from outside, no exit of the driver's own: nothing to keep", pod: killed(), app: app(nil), release: true},
+		{name: "stopped by its deletion, no exit of the driver's own, its loss not recorded yet: kept", pod: killed(), app: app(nil), release: false},
+		{name: "stopped by its deletion, its loss recorded: nothing to keep", pod: killed(), app: app(lost(CausePodDeleted)), release: true},
+		{name: "stopped by its deletion, not recorded for 10s: let go, only the recovery's telling is lost", pod: killed(), app: app(nil), after: kubeletCauseWait, release: true},
+		{name: "stopped by its deletion, its node proven down: let go at once", pod: killed(), app: app(nil), nodeDown: true, release: true},
 		// A graceful deletion (a taint eviction, a drain, kubectl delete) on a node that is only
 		// cut off: let go, the next `kubectl delete --force` or PodGC would remove it at once
 		// (the model checker's third defect, TestForcedDeleteAfterAnEvictionIsHeld).
@@ -140,7 +143,7 @@ func TestReleasable(t *testing.T) {
 			}
 		})
 	}
-	// The placeholder's pass asks it of a pod not deleted yet too (kubeletStop).
+	// The placeholder's pass asks it of a pod not deleted yet too (recordStop).
 	notDeleted := shutDown()
 	notDeleted.DeletionTimestamp = nil
 	if release, why := releasable(notDeleted, app(nil), t0.Add(time.Hour), false); release {
