@@ -191,6 +191,14 @@ func TestStatefulSetFoundByItsController(t *testing.T) {
 			if from.From != tc.from || from.Value != map[bool]string{true: third, false: ""}[tc.controlled] {
 				t.Errorf("S found as %q from %q, want %q from %q", from.Value, from.From, map[bool]string{true: third}[tc.controlled], tc.from)
 			}
+			// The pass's snapshot says the same.
+			s, err := r.observe(ctx, client.ObjectKeyFromObject(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Found.From != from.From || s.Found.Value != from.Value || s.Names.StatefulSet != tc.want(p) {
+				t.Errorf("snapshot: found %+v, names %+v, want %+v and %s", s.Found, s.Names, from, tc.want(p))
+			}
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
 				t.Fatal(err)
 			}
