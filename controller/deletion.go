@@ -24,11 +24,3 @@ func deletionRequested(pod *corev1.Pod) time.Time {
 	}
 	return t
 }
-
-// forced reports whether pod's deletion was forced (a grace period of 0: `kubectl delete --force`,
-// a fence, PodGC): the apiserver removes it as soon as no finalizer keeps it, whatever its kubelet
-// does.
-func forced(pod *corev1.Pod) bool {
-	g := pod.DeletionGracePeriodSeconds
-	return pod.DeletionTimestamp != nil && g != nil && *g == 0
-}

@@ -97,21 +97,6 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 		return false, "deleted while its driver may still run on node " + pod.Spec.NodeName +
 			": held until its kubelet reports it stopped or the node is proven down"
 	}
-	if !out.Exited && !nodeDown && !forced(pod) {
-		// Stopped by its deletion (an eviction, a drain, kubectl delete) on a node not proven
-		// down: a loss the placeholder's pass records, and then lets the pod go itself
-		// (recordStop). Let go before that, the next incarnation was told as DriverRunning, never
-		// Recovered: a new leader's Outcomes reconciler may look at the pod before its
-		// placeholder's pass does, as when the leader was evicted with the driver
-		// (TestRecoveryToldWhenOutcomesGoesFirst). Bounded as above. A node proven down, or a
-		// forced delete, lets it go at once: the next incarnation is what is waited for there.
-		switch rec := lostOf(placeholder); {
-		case rec != nil && rec.Pod == pod.UID:
-			return true, "stopped from outside (" + rec.Cause + "), recorded"
-		case now.Sub(deletionRequested(pod)) < kubeletCauseWait:
-			return false, "stopped from outside: its loss is not recorded yet"
-		}
-	}
 	if !out.Exited {
 		return true, "stopped from outside: no exit of the driver's own to read"
 	}
@@ -170,8 +155,48 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !release {
 		return ctrl.Result{RequeueAfter: outcomePoll}, nil
 	}
+	if rec := lossAtRelease(&pod, placeholder, now()); rec != nil {
+		patch := client.MergeFromWithOptions(placeholder.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if err := setLoss(placeholder, rec); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := o.Client.Patch(ctx, placeholder, patch); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// The placeholder's pass wrote first, or the app is gone: look again.
+			return ctrl.Result{RequeueAfter: outcomePoll}, nil
+		} else if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	log.FromContext(ctx).Info("letting the deleted driver pod go", "pod", req.String(), "uid", pod.UID, "why", why)
 	return ctrl.Result{}, letGo(ctx, o.Client, &pod)
+}
+
+// lossAtRelease is the loss record to write on placeholder before its deleted incarnation pod,
+// stopped from outside with no exit of its own, is let go; nil when there is none to write (the
+// app is gone, deleted or ended; the placeholder already has a record; the pod's exit counts).
+// The placeholder's pass records such a loss when it sees the pod (planLoss); the Outcomes
+// reconciler may see it first (a new leader, after driverset was evicted with the driver in one
+// drain), and once the pod is gone nothing tells that the next incarnation is a recovery: it was
+// told as DriverRunning, never Recovered (TestRecoveryToldWhenOutcomesGoesFirst). The record is
+// planLoss's: the kubelet's cause when it stopped the pod, else the deletion's.
+func lossAtRelease(pod, placeholder *corev1.Pod, now time.Time) *lostRecord {
+	if placeholder == nil || placeholder.DeletionTimestamp != nil || isTerminal(placeholder.Status.Phase) || lostOf(placeholder) != nil {
+		return nil
+	}
+	if _, restarted := restartsOf(placeholder); restarted == pod.UID || outcomeOf(pod, driverContainer(placeholder)).Exited {
+		return nil
+	}
+	cause, since, ok := endedByItsKubelet(pod)
+	if !ok {
+		cause, since, ok = stoppedFromOutside(pod)
+	}
+	if !ok {
+		return nil
+	}
+	if since.IsZero() {
+		since = now
+	}
+	return &lostRecord{Pod: pod.UID, Since: since, Cause: cause}
 }
 
 // letGo removes driverset's finalizer from pod, conditioned on the pod being as it was read.
