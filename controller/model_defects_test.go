@@ -230,3 +230,39 @@ func TestKubeletKillThenDeleted(t *testing.T) {
 			p.Status.Phase, p.Status.Message, p.Annotations[contract.AnnotationRestarts], defectKubeletKillThenDeleted)
 	}
 }
+
+// defectOwnStorageKillThenForced: found by make model at depth 7 ("everything" 4 deep, with the
+// own-storage eviction modelled) on 2026-12-06; four events.
+const defectOwnStorageKillThenForced = "the kubelet's kill for an eviction for the pod's own storage use, reported before the pod's Failed, then kubectl delete --force: the pod was let go with no outcome, and the failure was never counted"
+
+// TestOwnStorageKillThenForced: the kubelet evicts S-0 for its own ephemeral-storage use and
+// reports the killed driver (wrap's 143 with its stop line) before the pod's Failed (reason
+// Evicted, no mark); an admin then force-deletes S-0. Nothing yet tells that kill from a node
+// shutdown's, and the Outcomes reconciler let the pod go at once ("stopped from outside"): the
+// report that makes it a failure never came. The pod is held until its kubelet reports it.
+func TestOwnStorageKillThenForced(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	killedAt := t0.Add(10 * time.Minute)
+	st := runningStatus(t0.Add(30 * time.Second))
+	st.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 143, Reason: "Error", Message: wrap.Record(143, "", true),
+		StartedAt: metav1.NewTime(t0.Add(30 * time.Second)), FinishedAt: metav1.NewTime(killedAt)}}
+	h.setDriverStatus(st)
+	h.now = killedAt.Add(time.Second)
+	h.reconcile()
+	d := h.driver()
+	if err := h.c.Delete(h.ctx, d, client.GracePeriodSeconds(0), client.Preconditions{UID: &d.UID}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if h.driver() == nil {
+		t.Fatalf("S-0 let go before its kubelet said why its driver stopped: %s", defectOwnStorageKillThenForced)
+	}
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi."
+	h.setDriverStatus(st)
+	h.now = h.now.Add(time.Minute)
+	h.reconcile()
+	if n := h.placeholder().Annotations[contract.AnnotationRestarts]; n != "1" {
+		t.Errorf("restarts = %q after an eviction for the pod's own storage use, want 1: %s", n, defectOwnStorageKillThenForced)
+	}
+}
