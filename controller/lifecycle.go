@@ -54,6 +54,15 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 			return o
 		case o.Stopped && stopNotReportedYet(pod, container):
 			return Outcome{}
+		case o.Stopped && pod.DeletionTimestamp != nil && !evictedForItsOwnUse(pod) && !exitedBeforeARestart(pod, container):
+			// A stop came first, and the pod is being deleted: the end is a stop from outside, the
+			// deletion's or the kubelet's, whatever the times say. They cannot tell: the kubelet's
+			// final delete (grace 0) moves deletionTimestamp to its own moment, after the kill, and
+			// the kill was counted when driverset saw the pod only then
+			// (TestFinalDeleteMovesTheRequest). The eviction for the pod's own storage use and a
+			// kill the kubelet restarted the container after (a failed liveness probe) are the
+			// driver's failures: the rules below count them.
+			return Outcome{}
 		}
 	}
 	if _, _, disrupted := disruptedBy(pod); disrupted && byItsKubelet(pod) {

@@ -266,3 +266,29 @@ func TestOwnStorageKillThenForced(t *testing.T) {
 		t.Errorf("restarts = %q after an eviction for the pod's own storage use, want 1: %s", n, defectOwnStorageKillThenForced)
 	}
 }
+
+// defectFinalDeleteMovesTheRequest: found on the test bed (TestDriverEvictedWithDriversetIsRecovered,
+// 1 run of 4) on 2026-12-06.
+const defectFinalDeleteMovesTheRequest = "the kubelet's final delete (grace 0) moves deletionTimestamp to its own time, so the deletion's SIGTERM, recorded by wrap as a stop from outside, was read as an exit made before the deletion and counted"
+
+// TestFinalDeleteMovesTheRequest: S-0 is deleted while driverset is down (a drain that evicts
+// driverset too); the kubelet stops the driver (wrap's 143 with its stop line), reports the pod
+// Failed and deletes it with grace 0, which the apiserver records as a deletionTimestamp of
+// that moment and a grace of 0 (BeforeDelete shortens a graceful deletion); driverset's
+// finalizer keeps the pod. exitedBeforeDeletion measures from that moment, after the kill: the
+// kill was counted as the driver's failure (with max-restarts 0, the app Failed).
+func TestFinalDeleteMovesTheRequest(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "0"}, nil)
+	requested := t0.Add(10 * time.Minute)
+	st := runningStatus(t0.Add(30 * time.Second))
+	st.Phase = corev1.PodFailed
+	st.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 143, Reason: "Error", Message: wrap.Record(143, "", true),
+		StartedAt: metav1.NewTime(t0.Add(30 * time.Second)), FinishedAt: metav1.NewTime(requested.Add(time.Second))}}
+	d := h.setDriverStatus(st)
+	final := metav1.NewTime(requested.Add(3 * time.Second))
+	d.DeletionTimestamp, d.DeletionGracePeriodSeconds = &final, new(int64(0))
+	if o := outcomeOf(d, contract.DriverContainerName); o.Exited {
+		t.Errorf("outcome %+v of a driver stopped by its pod's deletion, seen after the kubelet's final delete: %s", o, defectFinalDeleteMovesTheRequest)
+	}
+}
