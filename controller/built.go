@@ -60,7 +60,7 @@ func (r *Placeholder) Built(ctx context.Context, p *corev1.Pod) (svc *corev1.Ser
 	case p.DeletionTimestamp != nil:
 		return nil, nil, fmt.Sprintf("placeholder %s is being deleted: driverset builds nothing for it", client.ObjectKeyFromObject(p)), nil
 	}
-	names, err := r.namesOf(ctx, p)
+	names, _, err := r.namesOf(ctx, p)
 	if err != nil {
 		return nil, nil, "", err
 	}

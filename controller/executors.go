@@ -148,34 +148,29 @@ func planExecutorDelete(e *corev1.Pod, s *Snapshot) (del *deleteExecutorStep, ne
 // executorsOf selects every executor driverset labelled in driver's namespace (driverset.dev/driver,
 // given at birth by DriverConf or by the executor patch), whatever StatefulSet the label names: the
 // label is self-declared, as the app id is, and may name another app's, so stale and ofApp decide
-// by owner. A DStream app submitted again under another name onto an old checkpoint restores the
-// executor labels of the app that wrote it (Spark 3.5 Checkpoint.createSparkConf reloads the driver's
-// pod name, not them): its executors name that app's StatefulSet and are controlled by this one's
-// driver pod. Not by app id either: every incarnation runs with an app id of its own
-// (wrap.IncarnationAppID), so an earlier one's executors carry another.
+// by owner (convert.ExecutorOfApp). A DStream app submitted again under another name onto an old
+// checkpoint restores the executor labels of the app that wrote it (Spark 3.5
+// Checkpoint.createSparkConf reloads the driver's pod name, not them): its executors name that
+// app's StatefulSet and are controlled by this one's driver pod. Not by app id either: every
+// incarnation runs with an app id of its own (wrap.IncarnationAppID), so an earlier one's
+// executors carry another.
 func executorsOf(driver *corev1.Pod) []client.ListOption {
 	return []client.ListOption{client.InNamespace(driver.Namespace),
 		client.MatchingLabels{contract.LabelSparkRole: contract.RoleExecutor}, client.HasLabels{contract.LabelDriver}}
 }
 
 // stale reports whether executor e was made by an earlier incarnation than driver, of the app of
-// placeholder p. The app id label is self-declared, so an executor counts only when its controller
-// is that app's driver pod: a pod of driver's name (an earlier incarnation had it; a reference to a
-// pod that no longer exists is one the garbage collector removes anyway) or p itself (Spark's own
-// reference, before the executors webhook moved it; checked by UID). Another app's executor that
-// shares the namespace and claims the app id is neither deleted nor waited for.
+// placeholder p: it is of the app (ofApp) and its controller is not driver itself. Another app's
+// executor that shares the namespace and claims the app id or the label is neither deleted nor
+// waited for.
 func stale(e, p, driver *corev1.Pod) bool {
 	return ofApp(e, p, driver.Name) && metav1.GetControllerOf(e).UID != driver.UID
 }
 
-// ofApp reports whether executor e belongs to the app of placeholder p: its controller is a driver
-// pod of that app's driver pod name (any incarnation), or p itself.
+// ofApp reports whether executor e belongs to the app of placeholder p, whose driver pods are named
+// driverName: convert.ExecutorOfApp, the rule the incarnation webhook holds a new incarnation by.
 func ofApp(e, p *corev1.Pod, driverName string) bool {
-	ref := metav1.GetControllerOf(e)
-	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" {
-		return false
-	}
-	return ref.Name == driverName || ref.UID == p.UID
+	return convert.ExecutorOfApp(e, driverName, p.UID)
 }
 
 // dropExecutorsOf deletes the executors of S-0, an incarnation about to be force-deleted on its

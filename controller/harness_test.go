@@ -436,7 +436,9 @@ func withEventFields(b *fake.ClientBuilder) *fake.ClientBuilder {
 	} {
 		b = b.WithIndex(&corev1.Event{}, field, func(o client.Object) []string { return []string{value(o.(*corev1.Event))} })
 	}
-	return b
+	// And the cache's index of StatefulSets by controller (namesOf), which the reconciler reads
+	// through the same fake.
+	return b.WithIndex(&appsv1.StatefulSet{}, indexController, controllerUID)
 }
 
 // cacheView reads as the reconciler's informer caches do: StatefulSets, Services, heartbeat Leases

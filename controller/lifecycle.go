@@ -54,6 +54,15 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 			return o
 		case o.Stopped && stopNotReportedYet(pod, container):
 			return Outcome{}
+		case o.Stopped && pod.DeletionTimestamp != nil && !evictedForItsOwnUse(pod) && !exitedBeforeARestart(pod, container):
+			// A stop came first, and the pod is being deleted: the end is a stop from outside, the
+			// deletion's or the kubelet's, whatever the times say. They cannot tell: the kubelet's
+			// final delete (grace 0) moves deletionTimestamp to its own moment, after the kill, and
+			// the kill was counted when driverset saw the pod only then
+			// (TestFinalDeleteMovesTheRequest). The eviction for the pod's own storage use and a
+			// kill the kubelet restarted the container after (a failed liveness probe) are the
+			// driver's failures: the rules below count them.
+			return Outcome{}
 		}
 	}
 	if _, _, disrupted := disruptedBy(pod); disrupted && byItsKubelet(pod) {
@@ -80,22 +89,26 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 }
 
 // stopNotReportedYet reports whether pod, whose driver wrap recorded ending after a stop from
-// outside (wrap.StopOf), shows nothing yet of what stopped it: not being deleted, not terminal,
-// no DisruptionTarget mark, and the kubelet has not started the container again after the end
+// outside (wrap.StopOf), shows nothing yet of what stopped it: not terminal, no DisruptionTarget
+// mark, and the kubelet has not started the container again after the end
 // (exitedBeforeARestart: no kubelet restarts a container of a pod it is stopping, so such an end
 // was a liveness probe's kill, the driver's failure). The kubelet reports the killed containers
 // before it marks the pod and makes it terminal (k8s v1.37 SyncTerminatingPod, mergePodStatus),
 // and that 143 was taken for the driver's exit (TestKubeletKillBeforeItsMark): nothing is decided
 // until the pod shows more, and then the rules below decide as for any end (an eviction for the
 // pod's own storage use, Failed with reason Evicted and no mark, is the driver's failure).
+// A deletion does not end the wait: when the stop came before it (the kubelet's kill for a node
+// shutdown, then a taint eviction or kubectl delete once the node is gone), the exit was made
+// before the deletion, and the deletion's rule took that 143 for the driver's own exit
+// (TestKubeletKillThenDeleted). A pod whose kubelet is alive is still made terminal, with its
+// reason; one on a node that is gone is never, and its driver is recovered as a loss.
 //
 // The record also says when the driver ended by itself, which the pod cannot: such an end is the
 // driver's exit whatever stops or marks the pod after it (outcomeOf). An exit 1 the kubelet had
 // not yet restarted wrap after when it then shut the node down was taken for the kill
 // (TestKubeletStopHidesAnExitNotRestarted).
 func stopNotReportedYet(pod *corev1.Pod, container string) bool {
-	return pod.DeletionTimestamp == nil && !isTerminal(pod.Status.Phase) && disruptionOf(pod) == nil &&
-		!exitedBeforeARestart(pod, container)
+	return !isTerminal(pod.Status.Phase) && disruptionOf(pod) == nil && !exitedBeforeARestart(pod, container)
 }
 
 // Reasons the kubelet gives a pod it terminated itself (pod.status.reason, with phase Failed):

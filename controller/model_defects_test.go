@@ -195,3 +195,100 @@ func TestKubeletStopHidesAnExitNotRestarted(t *testing.T) {
 		t.Errorf("restarts = %q after the driver exited 1 before its kubelet stopped the pod, want 1: %s", n, defectKubeletStopHidesAnExitNotRestarted)
 	}
 }
+
+// defectKubeletKillThenDeleted: found by make model at depth 7 ("everything" at 4) on 2026-12-06;
+// the model's shortest trace is four events.
+const defectKubeletKillThenDeleted = "the kubelet's kill for a node shutdown, reported before its mark, then S-0's deletion (kubectl delete, a taint eviction) before any mark: wrap's 143, which says a stop came first, was taken for the driver's own exit since it was made before the deletion"
+
+// TestKubeletKillThenDeleted: the kubelet stops S-0 for its node's graceful shutdown and reports
+// the killed driver (wrap's 143 with its stop line) before the pod's mark and terminal phase, as in
+// TestKubeletKillBeforeItsMark; the node then goes before its kubelet reports more, and S-0 is
+// deleted (a taint eviction, or kubectl delete). The exit came before the deletion, so the
+// deletion's rule took it for the driver's own (exitedBeforeDeletion), though wrap says a stop
+// from outside came first: with max-restarts 0 the app was Failed.
+func TestKubeletKillThenDeleted(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "0"}, nil)
+	shutdownAt := t0.Add(10 * time.Minute)
+	held := shutdownStatus(t0.Add(30*time.Second), shutdownAt)
+	held.ContainerStatuses[0].State.Terminated.Message = wrap.Record(143, "the driver command /opt/entrypoint.sh exited with code 143", true)
+	held.Phase, held.Reason, held.Message = corev1.PodRunning, "", ""
+	held.Conditions = slices.DeleteFunc(held.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.DisruptionTarget })
+	h.setDriverStatus(held)
+	h.now = shutdownAt.Add(3 * time.Second)
+	h.reconcile()
+	h.now = shutdownAt.Add(time.Minute)
+	d := h.driver()
+	if err := h.c.Delete(h.ctx, d, client.Preconditions{UID: &d.UID}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	h.now = h.now.Add(5 * time.Minute)
+	h.reconcile()
+	p := h.placeholder()
+	if p.Status.Phase == corev1.PodFailed || p.Annotations[contract.AnnotationRestarts] != "" {
+		t.Errorf("the app is %s (%s), restarts %q, after its kubelet stopped the driver for a node shutdown and S-0 was deleted: %s",
+			p.Status.Phase, p.Status.Message, p.Annotations[contract.AnnotationRestarts], defectKubeletKillThenDeleted)
+	}
+}
+
+// defectOwnStorageKillThenForced: found by make model at depth 7 ("everything" 4 deep, with the
+// own-storage eviction modelled) on 2026-12-06; four events.
+const defectOwnStorageKillThenForced = "the kubelet's kill for an eviction for the pod's own storage use, reported before the pod's Failed, then kubectl delete --force: the pod was let go with no outcome, and the failure was never counted"
+
+// TestOwnStorageKillThenForced: the kubelet evicts S-0 for its own ephemeral-storage use and
+// reports the killed driver (wrap's 143 with its stop line) before the pod's Failed (reason
+// Evicted, no mark); an admin then force-deletes S-0. Nothing yet tells that kill from a node
+// shutdown's, and the Outcomes reconciler let the pod go at once ("stopped from outside"): the
+// report that makes it a failure never came. The pod is held until its kubelet reports it.
+func TestOwnStorageKillThenForced(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	killedAt := t0.Add(10 * time.Minute)
+	st := runningStatus(t0.Add(30 * time.Second))
+	st.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 143, Reason: "Error", Message: wrap.Record(143, "", true),
+		StartedAt: metav1.NewTime(t0.Add(30 * time.Second)), FinishedAt: metav1.NewTime(killedAt)}}
+	h.setDriverStatus(st)
+	h.now = killedAt.Add(time.Second)
+	h.reconcile()
+	d := h.driver()
+	if err := h.c.Delete(h.ctx, d, client.GracePeriodSeconds(0), client.Preconditions{UID: &d.UID}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if h.driver() == nil {
+		t.Fatalf("S-0 let go before its kubelet said why its driver stopped: %s", defectOwnStorageKillThenForced)
+	}
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi."
+	h.setDriverStatus(st)
+	h.now = h.now.Add(time.Minute)
+	h.reconcile()
+	if n := h.placeholder().Annotations[contract.AnnotationRestarts]; n != "1" {
+		t.Errorf("restarts = %q after an eviction for the pod's own storage use, want 1: %s", n, defectOwnStorageKillThenForced)
+	}
+}
+
+// defectFinalDeleteMovesTheRequest: found on the test bed (TestDriverEvictedWithDriversetIsRecovered,
+// 1 run of 4) on 2026-12-06.
+const defectFinalDeleteMovesTheRequest = "the kubelet's final delete (grace 0) moves deletionTimestamp to its own time, so the deletion's SIGTERM, recorded by wrap as a stop from outside, was read as an exit made before the deletion and counted"
+
+// TestFinalDeleteMovesTheRequest: S-0 is deleted while driverset is down (a drain that evicts
+// driverset too); the kubelet stops the driver (wrap's 143 with its stop line), reports the pod
+// Failed and deletes it with grace 0, which the apiserver records as a deletionTimestamp of
+// that moment and a grace of 0 (BeforeDelete shortens a graceful deletion); driverset's
+// finalizer keeps the pod. exitedBeforeDeletion measures from that moment, after the kill: the
+// kill was counted as the driver's failure (with max-restarts 0, the app Failed).
+func TestFinalDeleteMovesTheRequest(t *testing.T) {
+	h := runningCluster(t, map[string]string{contract.AnnotationMaxRestarts: "0"}, nil)
+	requested := t0.Add(10 * time.Minute)
+	st := runningStatus(t0.Add(30 * time.Second))
+	st.Phase = corev1.PodFailed
+	st.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 143, Reason: "Error", Message: wrap.Record(143, "", true),
+		StartedAt: metav1.NewTime(t0.Add(30 * time.Second)), FinishedAt: metav1.NewTime(requested.Add(time.Second))}}
+	d := h.setDriverStatus(st)
+	final := metav1.NewTime(requested.Add(3 * time.Second))
+	d.DeletionTimestamp, d.DeletionGracePeriodSeconds = &final, new(int64(0))
+	if o := outcomeOf(d, contract.DriverContainerName); o.Exited {
+		t.Errorf("outcome %+v of a driver stopped by its pod's deletion, seen after the kubelet's final delete: %s", o, defectFinalDeleteMovesTheRequest)
+	}
+}

@@ -23,15 +23,23 @@ import (
 // stopped containers, phase unchanged), and the terminal report. Between them anything may come
 // (a partition, driverset's passes, time), as a status sync that fails between them allows.
 
-// The kubelet's disruptions: its reason for the pod, and the event's words.
+// The kubelet's disruptions: its reason for the pod (the last one's is Evicted too), and the
+// event's words.
 const (
 	disruptShutdown = reasonNodeShutdown // graceful node shutdown
 	disruptEviction = reasonEvicted      // node-pressure eviction
+	// disruptOwnStorage: the eviction manager's eviction of a pod over its own ephemeral-storage
+	// limit (eviction_manager.go localStorageEviction, podEphemeralStorageLimitEviction): the same
+	// kill, and phase Failed with reason Evicted, but no DisruptionTarget condition (it is the
+	// pod's own doing). driverset counts it as the driver's failure, not a node loss, so the model
+	// takes the kill's 143 for the driver's own exit.
+	disruptOwnStorage = "EvictedForItsOwnStorage"
 )
 
 var disruptionWords = map[string]string{
-	disruptShutdown: "shuts its node down (graceful node shutdown)",
-	disruptEviction: "evicts it for node pressure",
+	disruptShutdown:   "shuts its node down (graceful node shutdown)",
+	disruptEviction:   "evicts it for node pressure",
+	disruptOwnStorage: "evicts it for its own ephemeral-storage use",
 }
 
 // disruptionEvents are the kubelet's own stops of inc (its number n), reachable and its pod in
@@ -39,9 +47,16 @@ var disruptionWords = map[string]string{
 func (w *mworld) disruptionEvents(i int, n string, inc *minc, pod *corev1.Pod, now time.Time) []mevent {
 	var out []mevent
 	if inc.Disrupted == "" && !inc.Stopped && pod.DeletionTimestamp == nil {
-		for _, kind := range []string{disruptShutdown, disruptEviction} {
+		for _, kind := range []string{disruptShutdown, disruptEviction, disruptOwnStorage} {
 			out = append(out, mevent{name: "kubelet on " + inc.Node + " " + disruptionWords[kind] + ": kills " + n + "'s containers", kind: kindKubelet, apply: func(w *mworld) {
-				w.m.Incs[i].kubeletKill(kind, now)
+				inc := w.m.Incs[i]
+				running := inc.Ctr == ctrDriver
+				inc.kubeletKill(kind, now)
+				if kind == disruptOwnStorage && running {
+					// The app's own failure: its 143 must be counted.
+					code := 143
+					inc.OwnExit, inc.OwnExitBeforeDelete = &code, true
+				}
 			}})
 		}
 	}
@@ -53,7 +68,11 @@ func (w *mworld) disruptionEvents(i int, n string, inc *minc, pod *corev1.Pod, n
 		}})
 	}
 	if inc.Disrupted != "" && inc.MarkedAt.IsZero() {
-		out = append(out, mevent{name: "kubelet on " + inc.Node + " reports " + n + " Failed (" + inc.Disrupted + "), DisruptionTarget TerminationByKubelet", kind: kindKubelet, apply: func(w *mworld) {
+		mark := "Failed (" + inc.Disrupted + "), DisruptionTarget TerminationByKubelet"
+		if inc.Disrupted == disruptOwnStorage {
+			mark = "Failed (Evicted), no DisruptionTarget"
+		}
+		out = append(out, mevent{name: "kubelet on " + inc.Node + " reports " + n + " " + mark, kind: kindKubelet, apply: func(w *mworld) {
 			inc := w.m.Incs[i]
 			inc.MarkedAt, inc.Phase = now, corev1.PodFailed
 		}})
@@ -77,6 +96,10 @@ func (inc *minc) markOf(st *corev1.PodStatus) {
 		return
 	}
 	st.Reason, st.Message = inc.Disrupted, "the kubelet stopped the pod: "+disruptionWords[inc.Disrupted]
+	if inc.Disrupted == disruptOwnStorage {
+		st.Reason = reasonEvicted
+		return
+	}
 	st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 		Reason: corev1.PodReasonTerminationByKubelet, Message: st.Message, LastTransitionTime: metaTime(inc.MarkedAt)})
 }

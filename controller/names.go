@@ -2,60 +2,103 @@ package controller
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
 )
 
-// namesOf returns the names of p's objects: contract.NamesFor, unless p already controls a
-// StatefulSet under the name an earlier driverset gave it (contract.LegacyNamesFor), which it then
-// keeps. Only the StatefulSet's controller reference decides, never anything a tenant can write on
-// p, so an upgrade (or an edit) can never give one placeholder a second StatefulSet.
+// indexController indexes the cache's StatefulSets by the UID of the pod that controls them (a
+// placeholder), so that S is found by whose it is, whatever its name.
+const indexController = "driverset.dev/controller-uid"
+
+// controllerUID is indexController's key: the UID of o's controller when that is a v1 Pod.
+func controllerUID(o client.Object) []string {
+	ref := metav1.GetControllerOfNoCopy(o)
+	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" {
+		return nil
+	}
+	return []string{string(ref.UID)}
+}
+
+// namesOf returns the names of p's objects, and the name of the StatefulSet p controls with where
+// it was found. S is found by its controller reference, p's UID, never by a name this build
+// computes: a StatefulSet p controls under any name (the legacy 32-bit suffix,
+// contract.LegacyNamesFor; a name an earlier or later driverset gave, across a rollback or a naming
+// change) keeps its name, and so one placeholder never gets a second StatefulSet, a second driver.
+// Only the controller reference decides, never anything a tenant can write on p.
 //
-// The cache answers on every pass but the first of an app, where neither StatefulSet is there yet:
-// then, before the current name is created, the legacy one is read from the apiserver, since the
-// cache may not have seen it yet (a new leader whose watch is behind the old leader's create, just
-// after an upgrade) and a miss there would make a second driver.
-func (r *Placeholder) namesOf(ctx context.Context, p *corev1.Pod) (contract.Names, error) {
-	current, legacy := contract.NamesFor(p.Name), contract.LegacyNamesFor(p.Name)
-	if legacy == current {
-		return current, nil
+// First the cache, by the index indexController. When it has none, the apiserver, before anything
+// is created: a new leader whose watch is behind the old leader's create, or the first pass after
+// an upgrade, would otherwise make a second S. Only when neither has one are the names this
+// build's (contract.NamesFor): found is then "" and Skipped.
+func (r *Placeholder) namesOf(ctx context.Context, p *corev1.Pod) (contract.Names, Read[string], error) {
+	at := r.now()
+	var cached appsv1.StatefulSetList
+	if err := r.Client.List(ctx, &cached, client.InNamespace(p.Namespace), client.MatchingFields{indexController: string(p.UID)}); err != nil {
+		return contract.Names{}, Read[string]{}, err
 	}
-	sts, err := r.statefulSetNamed(ctx, r.Client, p.Namespace, legacy.StatefulSet)
-	if err != nil || sts != nil {
-		return chooseNames(p, sts, current, legacy), err
+	metas := make([]metav1.Object, 0, len(cached.Items))
+	for i := range cached.Items {
+		metas = append(metas, &cached.Items[i])
 	}
-	if cur, err := r.statefulSetNamed(ctx, r.Client, p.Namespace, current.StatefulSet); err != nil || cur != nil && metav1.IsControlledBy(cur, p) {
-		return current, err
+	if name := controlledBy(p, metas); name != "" {
+		return contract.NamesOfStatefulSet(name), reading(name, FromCache, at), nil
 	}
-	sts, err = r.statefulSetNamed(ctx, r.apiReader(), p.Namespace, legacy.StatefulSet)
-	return chooseNames(p, sts, current, legacy), err
+	at = r.now()
+	name, err := r.statefulSetOfLive(ctx, p)
+	if err != nil || name != "" {
+		return contract.NamesOfStatefulSet(name), reading(name, FromAPIServer, at), err
+	}
+	return contract.NamesFor(p.Name), reading("", Skipped, at), nil
 }
 
-// statefulSetNamed reads the StatefulSet ns/name through reader; nil when there is none.
-func (r *Placeholder) statefulSetNamed(ctx context.Context, reader client.Reader, ns, name string) (*appsv1.StatefulSet, error) {
-	var sts appsv1.StatefulSet
-	err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sts)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+// statefulSetOfLive is the name of the StatefulSet p controls as the apiserver has it; "" when
+// none. It lists only metadata, of the StatefulSets labelled driverset's (every one driverset
+// makes, whichever build), a page at a time: the apiserver has no field selector for an owner.
+func (r *Placeholder) statefulSetOfLive(ctx context.Context, p *corev1.Pod) (string, error) {
+	var metas []metav1.Object
+	opts := []client.ListOption{client.InNamespace(p.Namespace), client.HasLabels{contract.LabelDriver}, client.Limit(livePage)}
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSetList"))
+		if err := r.apiReader().List(ctx, list, opts...); err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			if metav1.IsControlledBy(&list.Items[i], p) {
+				metas = append(metas, &list.Items[i])
+			}
+		}
+		if list.Continue == "" {
+			return controlledBy(p, metas), nil
+		}
+		opts = []client.ListOption{client.InNamespace(p.Namespace), client.HasLabels{contract.LabelDriver}, client.Limit(livePage), client.Continue(list.Continue)}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &sts, nil
 }
 
-// chooseNames is namesOf's decision: legacy when legacySts (the StatefulSet of legacy's name) is
-// controlled by p, current otherwise.
-func chooseNames(p *corev1.Pod, legacySts *appsv1.StatefulSet, current, legacy contract.Names) contract.Names {
-	if legacySts != nil && metav1.IsControlledBy(legacySts, p) {
-		return legacy
+// controlledBy is namesOf's decision, pure: the name of the StatefulSet of sets that p controls;
+// "" when none. Should there be more than one (made before S was found by its controller), the
+// oldest, by creation and then by name: every pass, and every replica, keeps to the same one.
+func controlledBy(p *corev1.Pod, sets []metav1.Object) string {
+	var ours []metav1.Object
+	for _, s := range sets {
+		if metav1.IsControlledBy(s, p) {
+			ours = append(ours, s)
+		}
 	}
-	return current
+	if len(ours) == 0 {
+		return ""
+	}
+	return slices.MinFunc(ours, func(a, b metav1.Object) int {
+		if c := a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.GetName(), b.GetName())
+	}).GetName()
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,5 +131,118 @@ func TestOldNameAppIsNotHeldByADeletedClaim(t *testing.T) {
 	}
 	if res.RequeueAfter == claimPoll || strings.Contains(got.Status.Message, "waiting for PersistentVolumeClaim") {
 		t.Errorf("the legacy-named app waits for a claim its StatefulSet no longer needs: %q (requeue %s)", got.Status.Message, res.RequeueAfter)
+	}
+}
+
+// TestStatefulSetFoundByItsController: S is the StatefulSet P controls, under whatever name it
+// was made (a rollback across a naming change, a later driverset's naming), found by P's UID in
+// the cache's index or, when the cache has not seen it yet, on the apiserver: never a second S,
+// a second driver, under the name this build would give. One that P does not control, whatever
+// its name, is not S.
+func TestStatefulSetFoundByItsController(t *testing.T) {
+	const third = "renamed-by-another-build"
+	for _, tc := range []struct {
+		name       string
+		controlled bool
+		notCached  bool
+		want       func(p *corev1.Pod) string
+		from       Source
+	}{
+		{"under a third name, in the cache", true, false, func(*corev1.Pod) string { return third }, FromCache},
+		{"under a third name, not in the cache yet", true, true, func(*corev1.Pod) string { return third }, FromAPIServer},
+		{"a third name's StatefulSet P does not control: this build's names", false, false,
+			func(p *corev1.Pod) string { return contract.NamesFor(p.Name).StatefulSet }, Skipped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			p, _ := legacyApp(t, nil)
+			other, err := convert.StatefulSet(p, convert.Options{Image: "registry.example/driverset:other", Names: contract.NamesOfStatefulSet(third)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other.UID = "7c1d9e2a-third-name"
+			if !tc.controlled {
+				other.OwnerReferences[0].UID = "uid-of-an-earlier-placeholder"
+			}
+			c := legacyCluster(p, other)
+			var cached client.Client = c
+			if tc.notCached {
+				cached = interceptor.NewClient(c, interceptor.Funcs{
+					List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+						if _, ok := list.(*appsv1.StatefulSetList); ok {
+							return nil // the cache has none yet
+						}
+						return cl.List(ctx, list, opts...)
+					},
+					Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						if _, ok := obj.(*appsv1.StatefulSet); ok && key.Name == third {
+							return apierrors.NewNotFound(appsv1.Resource("statefulsets"), key.Name)
+						}
+						return cl.Get(ctx, key, obj, opts...)
+					},
+				})
+			}
+			r := &Placeholder{Client: cached, APIReader: c, Events: events.NewFakeRecorder(100),
+				Convert: convert.Options{Image: "registry.example/driverset:new"}, Budget: Budget{Backoff: 1, MaxBackoff: 1}, Seal: testSeal()}
+			_, from, err := r.namesOf(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if from.From != tc.from || from.Value != map[bool]string{true: third, false: ""}[tc.controlled] {
+				t.Errorf("S found as %q from %q, want %q from %q", from.Value, from.From, map[bool]string{true: third}[tc.controlled], tc.from)
+			}
+			// The pass's snapshot says the same.
+			s, err := r.observe(ctx, client.ObjectKeyFromObject(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Found.From != from.From || s.Found.Value != from.Value || s.Names.StatefulSet != tc.want(p) {
+				t.Errorf("snapshot: found %+v, names %+v, want %+v and %s", s.Found, s.Names, from, tc.want(p))
+			}
+			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+				t.Fatal(err)
+			}
+			var list appsv1.StatefulSetList
+			if err := c.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+				t.Fatal(err)
+			}
+			var ours []string
+			for _, s := range list.Items {
+				if metav1.IsControlledBy(&s, p) {
+					ours = append(ours, s.Name)
+				}
+			}
+			if want := tc.want(p); len(ours) != 1 || ours[0] != want {
+				t.Errorf("the placeholder controls StatefulSets %v, want only %s", ours, want)
+			}
+		})
+	}
+}
+
+// TestControlledBy is namesOf's decision: the StatefulSet P controls, by UID; of two (made before
+// S was found by its controller), the oldest, then the first by name, so that every pass and
+// every replica keeps to one.
+func TestControlledBy(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", UID: "uid-p"}}
+	yes := true
+	set := func(name string, owner types.UID, created time.Duration) metav1.Object {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(created)),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pi-driver", UID: owner, Controller: &yes}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		sets []metav1.Object
+		want string
+	}{
+		{"none", nil, ""},
+		{"one P controls, under any name", []metav1.Object{set("renamed", "uid-p", 0)}, "renamed"},
+		{"one of P's name, controlled by an earlier placeholder of that name", []metav1.Object{set("pi-driver", "uid-p-before", 0)}, ""},
+		{"two: the oldest", []metav1.Object{set("pi-driver", "uid-p", time.Minute), set("legacy", "uid-p", 0)}, "legacy"},
+		{"two made at once: the first by name", []metav1.Object{set("b", "uid-p", 0), set("a", "uid-p", 0)}, "a"},
+		{"another's older one is not P's", []metav1.Object{set("old", "uid-other", -time.Hour), set("pi-driver", "uid-p", 0)}, "pi-driver"},
+	} {
+		if got := controlledBy(p, tc.sets); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

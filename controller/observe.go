@@ -19,8 +19,8 @@ import (
 // observeNeeds takes them.
 
 // observe reads P from the cache; nil when it is gone. For a placeholder that is not being
-// deleted it also reads its names and the StatefulSet and Service of those names (cache, whoever
-// owns them).
+// deleted it also reads its names (namesOf: S found by its controller, P) and the StatefulSet and
+// Service of those names (cache, whoever owns them).
 func (r *Placeholder) observe(ctx context.Context, key types.NamespacedName) (*Snapshot, error) {
 	var p corev1.Pod
 	if err := r.Client.Get(ctx, key, &p); err != nil {
@@ -30,11 +30,11 @@ func (r *Placeholder) observe(ctx context.Context, key types.NamespacedName) (*S
 	if !convert.IsPlaceholder(&p) || p.DeletionTimestamp != nil {
 		return s, nil
 	}
-	names, err := r.namesOf(ctx, &p)
+	names, found, err := r.namesOf(ctx, &p)
 	if err != nil {
 		return nil, err
 	}
-	s.Names = names
+	s.Names, s.Found = names, found
 	if s.StatefulSet, err = getCached(ctx, r, &appsv1.StatefulSet{}, p.Namespace, names.StatefulSet); err != nil {
 		return nil, err
 	}
@@ -210,11 +210,11 @@ func nodeReadyTrue(node *corev1.Node) bool {
 // driver.
 func (r *Placeholder) observeDeletedApp(ctx context.Context, s *Snapshot) error {
 	p := s.Placeholder.Value
-	names, err := r.namesOf(ctx, p)
+	names, found, err := r.namesOf(ctx, p)
 	if err != nil {
 		return err
 	}
-	s.Names = names
+	s.Names, s.Found = names, found
 	s.StatefulSet, err = getLive(ctx, r, &appsv1.StatefulSet{}, p.Namespace, names.StatefulSet)
 	return err
 }

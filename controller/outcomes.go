@@ -97,6 +97,10 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 		return false, "deleted while its driver may still run on node " + pod.Spec.NodeName +
 			": held until its kubelet reports it stopped or the node is proven down"
 	}
+	if !out.Exited && causeNotReported(pod, driverContainer(placeholder)) && !nodeDown {
+		return false, "its driver was stopped from outside and its kubelet has not reported why yet (" + pod.Spec.NodeName +
+			"): held until it does or the node is proven down"
+	}
 	if !out.Exited {
 		return true, "stopped from outside: no exit of the driver's own to read"
 	}
@@ -120,6 +124,22 @@ func mayStillRun(pod *corev1.Pod, container string) bool {
 	return !recordedExit(pod, container).Exited
 }
 
+// causeNotReported reports whether deleted pod's driver ended after a stop from outside (wrap's
+// stop line) whose cause the pod does not show yet (stopNotReportedYet: not terminal, no mark):
+// the kill of a node shutdown (no failure) and of an eviction for the pod's own storage use (a
+// failure) look the same until the kubelet reports the pod Failed with its reason. Let go then,
+// the pod took the reason with it: `make model` found an own-storage eviction's 143 never counted
+// when a `kubectl delete --force` came between the kill and the report. Held like a driver that
+// may still run: until its kubelet reports, or its node is proven down (then there is no failure
+// to count but the node's).
+func causeNotReported(pod *corev1.Pod, container string) bool {
+	if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
+		return false
+	}
+	o := recordedExit(pod, container)
+	return o.Exited && o.Code != 0 && o.Stopped && !o.SelfFenced && stopNotReportedYet(pod, container)
+}
+
 // Reconcile lets go of one deleted driver pod when releasable says so, else looks again soon.
 func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pod corev1.Pod
@@ -138,7 +158,7 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		now = o.Now
 	}
 	down := false
-	if placeholder != nil && mayStillRun(&pod, driverContainer(placeholder)) {
+	if placeholder != nil && (mayStillRun(&pod, driverContainer(placeholder)) || causeNotReported(&pod, driverContainer(placeholder))) {
 		// Proof as PodGC takes it, read live: a Node only missing from the cache proves nothing.
 		var node corev1.Node
 		err := o.reader().Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &node)
@@ -155,8 +175,48 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !release {
 		return ctrl.Result{RequeueAfter: outcomePoll}, nil
 	}
+	if rec := lossAtRelease(&pod, placeholder, now()); rec != nil {
+		patch := client.MergeFromWithOptions(placeholder.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if err := setLoss(placeholder, rec); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := o.Client.Patch(ctx, placeholder, patch); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// The placeholder's pass wrote first, or the app is gone: look again.
+			return ctrl.Result{RequeueAfter: outcomePoll}, nil
+		} else if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	log.FromContext(ctx).Info("letting the deleted driver pod go", "pod", req.String(), "uid", pod.UID, "why", why)
 	return ctrl.Result{}, letGo(ctx, o.Client, &pod)
+}
+
+// lossAtRelease is the loss record to write on placeholder before its deleted incarnation pod,
+// stopped from outside with no exit of its own, is let go; nil when there is none to write (the
+// app is gone, deleted or ended; the placeholder already has a record; the pod's exit counts).
+// The placeholder's pass records such a loss when it sees the pod (planLoss); the Outcomes
+// reconciler may see it first (a new leader, after driverset was evicted with the driver in one
+// drain), and once the pod is gone nothing tells that the next incarnation is a recovery: it was
+// told as DriverRunning, never Recovered (TestRecoveryToldWhenOutcomesGoesFirst). The record is
+// planLoss's: the kubelet's cause when it stopped the pod, else the deletion's.
+func lossAtRelease(pod, placeholder *corev1.Pod, now time.Time) *lostRecord {
+	if placeholder == nil || placeholder.DeletionTimestamp != nil || isTerminal(placeholder.Status.Phase) || lostOf(placeholder) != nil {
+		return nil
+	}
+	if _, restarted := restartsOf(placeholder); restarted == pod.UID || outcomeOf(pod, driverContainer(placeholder)).Exited {
+		return nil
+	}
+	cause, since, ok := endedByItsKubelet(pod)
+	if !ok {
+		cause, since, ok = stoppedFromOutside(pod)
+	}
+	if !ok {
+		return nil
+	}
+	if since.IsZero() {
+		since = now
+	}
+	return &lostRecord{Pod: pod.UID, Since: since, Cause: cause}
 }
 
 // letGo removes driverset's finalizer from pod, conditioned on the pod being as it was read.

@@ -140,7 +140,7 @@ func TestReleasable(t *testing.T) {
 			}
 		})
 	}
-	// The placeholder's pass asks it of a pod not deleted yet too (kubeletStop).
+	// The placeholder's pass asks it of a pod not deleted yet too (recordStop).
 	notDeleted := shutDown()
 	notDeleted.DeletionTimestamp = nil
 	if release, why := releasable(notDeleted, app(nil), t0.Add(time.Hour), false); release {
@@ -203,5 +203,67 @@ func TestOutcomesLetsGoWhenTheAppIsGone(t *testing.T) {
 	h.releaseOutcome()
 	if d := h.driver(); d != nil && slices.Contains(d.Finalizers, contract.FinalizerOutcome) {
 		t.Errorf("S-0 still held with its app gone: %+v", d.Finalizers)
+	}
+}
+
+// TestLossAtRelease: the loss the Outcomes reconciler records before it lets a deleted
+// incarnation go, when the placeholder's pass has not: planLoss's record, or none.
+func TestLossAtRelease(t *testing.T) {
+	const uid = types.UID("uid-s0")
+	deleted := metav1.NewTime(t0)
+	pod := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := withDriverStatus(uid, corev1.ContainerStatus{State: corev1.ContainerState{
+			Terminated: terminated(143, wrap.Record(143, "", true), t0.Add(time.Second)),
+		}})
+		p.Finalizers, p.DeletionTimestamp = []string{contract.FinalizerOutcome}, &deleted
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	app := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", Annotations: map[string]string{}}}
+		p.Spec.Containers = []corev1.Container{{Name: contract.DriverContainerName}}
+		p.Status.Phase = corev1.PodRunning
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		pod, app *corev1.Pod
+		want     string // the record's cause; "" for none
+	}{
+		{"stopped by its deletion, nothing recorded: the deletion's loss", pod(nil), app(nil), CausePodDeleted},
+		{"stopped by its kubelet for a node shutdown: the kubelet's cause", pod(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Terminated"
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet})
+		}), app(nil), CauseNodeShutdown},
+		{"a loss already recorded: kept as it is", pod(nil), app(func(p *corev1.Pod) {
+			p.Annotations[contract.AnnotationDriverLost] = `{"pod":"uid-s0","since":"2025-03-01T12:00:00Z","cause":"node-lost"}`
+		}), ""},
+		{"an exit of the driver's own: no loss", pod(func(p *corev1.Pod) {
+			for i := range p.Status.ContainerStatuses {
+				if p.Status.ContainerStatuses[i].Name == contract.DriverContainerName {
+					p.Status.ContainerStatuses[i].State.Terminated = terminated(1, wrap.Record(1, "", false), t0.Add(-time.Second))
+				}
+			}
+		}), app(nil), ""},
+		{"its exit counted: no loss", pod(nil), app(func(p *corev1.Pod) {
+			p.Annotations[contract.AnnotationRestarts] = "1"
+			p.Annotations[contract.AnnotationRestartedIncarnation] = string(uid)
+		}), ""},
+		{"its app ended", pod(nil), app(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), ""},
+		{"its app is being deleted", pod(nil), app(func(p *corev1.Pod) { p.DeletionTimestamp = &deleted }), ""},
+		{"its app is gone", pod(nil), nil, ""},
+	} {
+		rec := lossAtRelease(tc.pod, tc.app, t0.Add(time.Minute))
+		switch {
+		case tc.want == "" && rec != nil:
+			t.Errorf("%s: record %+v, want none", tc.name, rec)
+		case tc.want != "" && (rec == nil || rec.Cause != tc.want || rec.Pod != uid || rec.Since.IsZero()):
+			t.Errorf("%s: record %+v, want cause %s for pod %s", tc.name, rec, tc.want, uid)
+		}
 	}
 }

@@ -72,18 +72,14 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != cause: // byKubelet: driver is not nil
 		// Seen lost first (its node not Ready as the shutdown began), then told by its kubelet
 		// why it stopped: that is the cause.
-		return lossPlan{Steps: kubeletStop(p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause}, now)}
+		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause}, now)}
 	case rec == nil && stoppedOutside:
 		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
 		// node shutdown): also a recovery to measure.
 		if since.IsZero() {
 			since = now
 		}
-		rec := &lostRecord{Pod: driver.UID, Since: since, Cause: cause}
-		if byKubelet {
-			return lossPlan{Steps: kubeletStop(p, driver, rec, now)}
-		}
-		return lossPlan{Steps: []Step{recordLossStep{Record: rec}}}
+		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: since, Cause: cause}, now)}
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := max(runningSince(driver).Sub(rec.Since), 0)
 		// The record is cleared first, under the optimistic lock, and the recovery told only once
@@ -114,10 +110,11 @@ func assessed(s *Snapshot, fenceAfter time.Duration, now time.Time) (NodeLoss, [
 	return loss, nil
 }
 
-// kubeletStop records the loss of a driver its kubelet stopped and, when that pod is already
-// deleted and held for driverset (releasable waits for this record), lets it go in the same pass
-// rather than one reconcile of Outcomes later, which the next incarnation would wait for.
-func kubeletStop(p, driver *corev1.Pod, rec *lostRecord, now time.Time) []Step {
+// recordStop records the loss of a driver stopped from outside (by its kubelet, or by its pod's
+// deletion) and, when that pod is already deleted and held for driverset (releasable waits for
+// this record), lets it go in the same pass rather than one reconcile of Outcomes later, which
+// the next incarnation would wait for.
+func recordStop(p, driver *corev1.Pod, rec *lostRecord, now time.Time) []Step {
 	steps := []Step{recordLossStep{Record: rec}}
 	if !held(driver) {
 		return steps

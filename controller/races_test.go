@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/wrap"
 )
 
 // The tests here are races: what the reconciler read (its informer cache) is not what the
@@ -389,6 +390,41 @@ func TestRecoveryIsToldOnceOnAStaleCache(t *testing.T) {
 	_ = h.reconcileRacing()
 	h.expectEvents(nil, nil)
 	if count, _ := histogram(t, reg, "driverset_driver_recovery_seconds", CauseOutOfService); count != 1 {
+		t.Errorf("recoveries measured = %d, want 1", count)
+	}
+}
+
+// TestRecoveryToldWhenOutcomesGoesFirst: driverset's leader is evicted with the driver (a drain
+// of their node): S-0 is deleted while nobody leads, and wrap records the deletion's SIGTERM. The
+// new leader's Outcomes reconciler may look at the held S-0 before the placeholder's pass has
+// recorded the loss. It let the pod go at once ("stopped from outside"), the StatefulSet made the
+// next incarnation, and the placeholder's pass, which never saw the deleted pod, told it as
+// DriverRunning: no Recovered Event, no recovery measured. The pod is now held until the loss is
+// recorded (bounded, as for the kubelet's cause), and the placeholder's pass lets it go itself.
+func TestRecoveryToldWhenOutcomesGoesFirst(t *testing.T) {
+	reg, m := newMetrics(t)
+	h := runningCluster(t, nil, m)
+	first := h.driver()
+	if err := h.c.Delete(h.ctx, first); err != nil { // graceful: the eviction of a drain
+		t.Fatal(err)
+	}
+	st := runningStatus(t0.Add(30 * time.Second))
+	st.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 143, Reason: "Error", Message: wrap.Record(143, "", true),
+		StartedAt: metav1.NewTime(t0.Add(30 * time.Second)), FinishedAt: metav1.NewTime(h.driver().DeletionTimestamp.Add(time.Second))}}
+	h.setDriverStatus(st)
+	h.releaseOutcome() // the new leader's Outcomes reconciler, before any placeholder pass
+	h.stopped(h.names.DriverPodName())
+	h.reconcile()
+	if d := h.driver(); d != nil {
+		t.Fatalf("S-0 %s still there after the placeholder's pass (finalizers %v)", d.UID, d.Finalizers)
+	}
+	h.startIncarnation("node-a")
+	h.setDriverStatus(runningStatus(h.now.Add(12 * time.Second)))
+	h.now = h.now.Add(13 * time.Second)
+	h.reconcile()
+	h.expectEvents([]string{"Normal Recovered"}, map[string][]string{"Recovered": {CausePodDeleted}})
+	if count, _ := histogram(t, reg, "driverset_driver_recovery_seconds", CausePodDeleted); count != 1 {
 		t.Errorf("recoveries measured = %d, want 1", count)
 	}
 }

@@ -35,6 +35,10 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 			return err
 		}
 	}
+	// StatefulSets by the placeholder that controls them: S is found by whose it is (namesOf).
+	if err := mgr.GetCache().IndexField(ctx, &appsv1.StatefulSet{}, indexController, controllerUID); err != nil {
+		return err
+	}
 	if err := r.watchHeartbeats(ctx, mgr); err != nil {
 		return err
 	}

@@ -42,9 +42,13 @@ func (r Read[T]) Taken() bool { return r.From != "" }
 // observe (observe.go) and decided on by plan (plan.go), which reads nothing else. Each field says
 // where it was read and when.
 type Snapshot struct {
-	// Placeholder is P; Names its objects' names (namesOf).
+	// Placeholder is P; Names its objects' names (namesOf). Found is the name of the StatefulSet P
+	// controls, found by P's UID, and where: FromCache (the cache's index), FromAPIServer (a live
+	// list, when the cache had none), or "" and Skipped when neither had one (Names are then this
+	// build's, contract.NamesFor, and S is yet to be created).
 	Placeholder Read[*corev1.Pod]
 	Names       contract.Names
+	Found       Read[string]
 	// StatefulSet and Service are the objects of P's names, whoever owns them (nil: none).
 	StatefulSet Read[*appsv1.StatefulSet]
 	Service     Read[*corev1.Service]

@@ -6,6 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // An executor is a stale one of the app only through its owner chain, never its app id alone.
@@ -37,5 +40,29 @@ func TestStaleExecutorsByOwnerChain(t *testing.T) {
 		if got := stale(tc.e, p, driver); got != tc.want {
 			t.Errorf("%s: stale = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestReconcileLiftsTheGateASquatterHolds: a pod labelled as this app's executor but controlled
+// by a tenant's pod, or by another app's executor, is not the app's (convert.ExecutorOfApp). A new
+// incarnation held by the gate for it is let go in the first pass, and the squatter is left as it
+// is: the label alone never stalls an app's recovery, nor has driverset delete another's pod.
+func TestReconcileLiftsTheGateASquatterHolds(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	h.makeExecutor("squatter", "node-a", app, "tenant-web-7f9c", "tenant-uid")
+	h.makeExecutor("other-exec-9", "node-a", "spark-other", "other-exec-1", "other-exec-1-uid")
+	h.deletes = nil
+
+	h.startIncarnation("", contract.GateStaleExecutors)
+	h.setDriverStatus(pendingStatus())
+	h.reconcile()
+	if d := h.driver(); convert.HasGate(&d.Spec, contract.GateStaleExecutors) {
+		t.Errorf("gate kept for pods the app does not control: %+v", d.Spec.SchedulingGates)
+	}
+	if len(h.deletes) != 0 {
+		t.Errorf("deleted %+v, want nothing", h.deletes)
 	}
 }

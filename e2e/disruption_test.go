@@ -124,3 +124,53 @@ func kubeletShutsDown(t *testing.T, pod *corev1.Pod, step func(*corev1.PodStatus
 		t.Fatalf("kubelet status of %s: %v", pod.Name, err)
 	}
 }
+
+// A drain evicts driverset's leader together with the driver (same node): S-0 is deleted while
+// no driverset runs, and the kubelet's SIGTERM is recorded. When driverset is back, its Outcomes
+// reconciler and its placeholder pass both look at the held S-0; the next incarnation must be
+// told as a recovery (Recovered, measured as pod-deleted), whichever looks first. Before, the
+// Outcomes reconciler let the pod go at once, and when it came first the loss was never recorded
+// (controller's TestRecoveryToldWhenOutcomesGoesFirst shows that order).
+func TestDriverEvictedWithDriversetIsRecovered(t *testing.T) {
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	s := submit(t, app(ns, "drained"))
+	names := contract.NamesFor(s.plan.DriverPodName)
+	d0 := runningDriver(t, ns, names, "")
+
+	if err := bed.driverset.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	restart := func() {
+		if restarted {
+			return
+		}
+		restarted = true
+		d, err := startDriverset(context.Background(), bed.driverset)
+		if err != nil {
+			t.Fatalf("restart driverset: %v", err)
+		}
+		bed.driverset = d
+	}
+	t.Cleanup(restart)
+	if err := kube().CoreV1().Pods(ns).Delete(context.Background(), d0.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d0.UID}}); err != nil {
+		t.Fatal(err)
+	}
+	kubeletShutsDown(t, d0, driverKilled)
+	if p := getPod(t, ns, d0.Name); p.UID != d0.UID || p.DeletionTimestamp == nil {
+		t.Fatalf("S-0 %s is not held Terminating while driverset is down", d0.Name)
+	}
+	restart()
+
+	runningDriver(t, ns, names, string(d0.UID))
+	p := getPod(t, ns, s.plan.DriverPodName)
+	expectEvents(t, p, "Recovered")
+	if n := p.Annotations[contract.AnnotationRestarts]; n != "" && n != "0" {
+		t.Errorf("restart count %s after an eviction, want 0", n)
+	}
+	// The restarted process counts from 0: this recovery is the one it measured.
+	if n := metric(t, `driverset_driver_recovery_seconds_count{cause="pod-deleted"}`); n < 1 {
+		t.Errorf("recoveries measured for cause pod-deleted since driverset started again: %v, want at least 1", n)
+	}
+}

@@ -194,6 +194,8 @@ func TestIncarnationDecides(t *testing.T) {
 	}{
 		{name: "the control: held", want: patchedOK, message: "held by scheduling gate driverset.dev/stale-executors"},
 		{name: "the cache fails: refused, to be retried", cache: []func(*fake.ClientBuilder){failing("")},
+			want: refusedErr, message: errCacheDown.Error()},
+		{name: "listing the executors fails: refused, to be retried", cache: []func(*fake.ClientBuilder){failing("no pod of this name")},
 			want: refusedErr, message: "could not look up the executors of StatefulSet spark-pi-8e3c5a1f0b7d2e49-driver: " + errCacheDown.Error()},
 		{name: "no cache: refused, to be retried", nilRead: true, want: refusedErr, message: "no cache"},
 		{name: "an executor pod", pod: func(p *corev1.Pod) { p.Labels[contract.LabelSparkRole] = contract.RoleExecutor },
@@ -209,7 +211,43 @@ func TestIncarnationDecides(t *testing.T) {
 			Name: "stream-exec-1", Namespace: "analytics",
 			Labels: map[string]string{contract.LabelDriver: "stream-driver", contract.LabelSparkRole: contract.RoleExecutor,
 				contract.LabelSparkAppSelector: "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d-5d1f0c8e"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "stream-driver-0", UID: "uid-earlier", Controller: ptr.To(true)}},
 		}})}, want: patchedOK, message: "held by scheduling gate"},
+		// The label is self-declared: a pod that carries it but is controlled by no driver pod of
+		// this app is not its executor (convert.ExecutorOfApp), and holds nothing.
+		{name: "labelled for this app, controlled by a tenant's pod: admitted", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "quiet-driver"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "squatter", Namespace: "analytics",
+			Labels:          map[string]string{contract.LabelDriver: "quiet-driver", contract.LabelSparkRole: contract.RoleExecutor},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "tenant-web-7f9c", UID: "uid-tenant", Controller: ptr.To(true)}},
+		}})}, want: unchanged, message: "no executors"},
+		{name: "labelled for this app, controlled by another app's executor: admitted", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "quiet-driver"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "other-exec-9", Namespace: "analytics",
+			Labels:          map[string]string{contract.LabelDriver: "quiet-driver", contract.LabelSparkRole: contract.RoleExecutor},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "other-exec-1", UID: "uid-other-exec", Controller: ptr.To(true)}},
+		}})}, want: unchanged, message: "no executors"},
+		{name: "labelled for this app, controlled by no pod at all: admitted", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "quiet-driver"
+		}, cache: []func(*fake.ClientBuilder){withPods(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "orphan-exec", Namespace: "analytics",
+			Labels: map[string]string{contract.LabelDriver: "quiet-driver", contract.LabelSparkRole: contract.RoleExecutor},
+		}})}, want: unchanged, message: "no executors"},
+		// Spark's own reference to the placeholder (a driver that names the placeholder as its
+		// pod): the placeholder's UID is read from S's controller reference, as the controller has it.
+		// (The pod names quiet-driver, whose executors are not in the cache, so that only the
+		// placeholder's reference can hold it; its controller is still S.)
+		{name: "controlled by the placeholder (through S), labelled for another app: held", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "quiet-driver"
+		}, cache: []func(*fake.ClientBuilder){withStatefulSet(placeholderSts), withPods(placeholderExecutor("stream-v1-driver"))},
+			want: patchedOK, message: "held by scheduling gate"},
+		{name: "S read from the cache fails: refused, to be retried", cache: []func(*fake.ClientBuilder){withStatefulSet(placeholderSts), failing("spark-pi-8e3c5a1f0b7d2e49-driver")},
+			want: refusedErr, message: "could not read StatefulSet spark-pi-8e3c5a1f0b7d2e49-driver, whose placeholder decides which executors are the app's: " + errCacheDown.Error()},
+		{name: "S of the name has another UID: the placeholder is not known, its reference holds nothing", cache: []func(*fake.ClientBuilder){
+			withStatefulSet(func() *appsv1.StatefulSet { s := placeholderSts(); s.UID = "uid-another-s"; return s }), withPods(placeholderExecutor("stream-v1-driver"))},
+			pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "quiet-driver" }, want: unchanged, message: "no executors"},
 		// A DStream app submitted again under another name onto an old checkpoint: Spark restores
 		// the executor labels from the checkpoint (Checkpoint.createSparkConf reloads the driver's
 		// pod name, not them), so an earlier incarnation's executors are labelled for the app that
@@ -274,6 +312,28 @@ func TestIncarnationDecides(t *testing.T) {
 			checkVerdict(t, n.Handle(context.Background(), req), tc.want, tc.message)
 		})
 	}
+}
+
+// placeholderSts is S of the golden pod spark-3.5-stale-executors, controlled by its placeholder
+// (testdata/incarnation/cache.yaml).
+func placeholderSts() *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "spark-pi-8e3c5a1f0b7d2e49-driver", Namespace: "analytics",
+		UID: "1d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a", Labels: map[string]string{contract.LabelDriver: "spark-pi-8e3c5a1f0b7d2e49-driver"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "spark-pi-8e3c5a1f0b7d2e49-driver",
+			UID: "6f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f", Controller: ptr.To(true)}}}}
+}
+
+// placeholderExecutor is an executor controlled by that placeholder (Spark's own reference),
+// labelled for StatefulSet sts.
+func placeholderExecutor(sts string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-exec-1", Namespace: "analytics",
+		Labels: map[string]string{contract.LabelDriver: sts, contract.LabelSparkRole: contract.RoleExecutor},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "spark-pi-8e3c5a1f0b7d2e49-driver",
+			UID: "6f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f", Controller: ptr.To(true)}}}}
+}
+
+func withStatefulSet(s func() *appsv1.StatefulSet) func(*fake.ClientBuilder) {
+	return func(b *fake.ClientBuilder) { b.WithObjects(s()) }
 }
 
 // TestHoldIncarnation is the incarnation decision alone: the gate once, whenever an executor of

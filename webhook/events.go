@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -36,7 +39,8 @@ const EventsPath = "/check-events"
 // "Server rejected event"), so a refusal never holds a decision back.
 type Events struct {
 	// Pods reads the regarded pod from the apiserver: a placeholder just admitted may not be in
-	// this replica's cache yet, and the UID must be the pod's as it is now.
+	// this replica's cache yet, and the UID must be the pod's as it is now. It also reads the
+	// StatefulSet an Event relates to when this build would not have named it so (controls).
 	Pods client.Reader
 }
 
@@ -55,8 +59,14 @@ func (e *Events) Handle(ctx context.Context, req admission.Request) admission.Re
 		return admission.Allowed(fmt.Sprintf("driverset checks Events only, not %s", resourceOf(req)))
 	}
 	what := fmt.Sprintf("Event %s/%s", req.Namespace, req.Name)
-	if why := notAboutAPlaceholder(req.Namespace, *regarding, related); why != "" {
-		return deny(ReasonNotItsOwn, fmt.Sprintf("driverset does not record %s: %s", what, why))
+	if why, sts := notAboutAPlaceholder(req.Namespace, *regarding, related); why != "" {
+		controlled, err := e.controls(ctx, req.Namespace, sts, regarding.UID)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not read StatefulSet %s, which %s relates to: %w", sts, what, err))
+		}
+		if !controlled {
+			return deny(ReasonNotItsOwn, fmt.Sprintf("driverset does not record %s: %s", what, why))
+		}
 	}
 	var p corev1.Pod
 	if err := e.Pods.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: regarding.Name}, &p); err != nil {
@@ -101,25 +111,50 @@ func eventRefs(req admission.Request) (regarding, related *corev1.ObjectReferenc
 // notAboutAPlaceholder says why an Event of namespace ns that regards regarding and relates to
 // related (nil: nothing) is not one driverset records, judging the references alone; "" when it
 // may be (the pod is then read). The controller records every Event on a placeholder, by name and
-// UID, relating it to nothing, to the StatefulSet it made for it, or to that StatefulSet's pod
-// (under the names contract.NamesFor gives, or contract.LegacyNamesFor for an older app).
-func notAboutAPlaceholder(ns string, regarding corev1.ObjectReference, related *corev1.ObjectReference) string {
+// UID, relating it to nothing, to the StatefulSet it made for it, or to that StatefulSet's pod.
+// That StatefulSet is found by its controller, whatever its name (controller.namesOf): one named
+// as this build names it (contract.NamesFor, or contract.LegacyNamesFor for an older app) is
+// judged by name alone; for a StatefulSet of another name, or the "-0" pod of one, sts names it,
+// and the Event may be only if the regarded pod controls it (Events.controls reads it).
+func notAboutAPlaceholder(ns string, regarding corev1.ObjectReference, related *corev1.ObjectReference) (why, sts string) {
 	if regarding.APIVersion != "v1" || regarding.Kind != "Pod" || regarding.Namespace != ns || regarding.Name == "" {
-		return fmt.Sprintf("it is about %s %s %s/%s, and driverset records Events only about pods of the Event's namespace", regarding.APIVersion, regarding.Kind, regarding.Namespace, regarding.Name)
+		return fmt.Sprintf("it is about %s %s %s/%s, and driverset records Events only about pods of the Event's namespace", regarding.APIVersion, regarding.Kind, regarding.Namespace, regarding.Name), ""
 	}
 	if regarding.UID == "" {
-		return fmt.Sprintf("it names pod %s without its UID", regarding.Name)
+		return fmt.Sprintf("it names pod %s without its UID", regarding.Name), ""
 	}
 	if related == nil {
-		return ""
+		return "", ""
 	}
+	isSts := related.APIVersion == "apps/v1" && related.Kind == "StatefulSet"
+	isPod := related.APIVersion == "v1" && related.Kind == "Pod"
 	for _, n := range []contract.Names{contract.NamesFor(regarding.Name), contract.LegacyNamesFor(regarding.Name)} {
-		isSts := related.APIVersion == "apps/v1" && related.Kind == "StatefulSet" && related.Name == n.StatefulSet
-		isDriver := related.APIVersion == "v1" && related.Kind == "Pod" && related.Name == n.DriverPodName()
-		if related.Namespace == ns && (isSts || isDriver) {
-			return ""
+		if related.Namespace == ns && (isSts && related.Name == n.StatefulSet || isPod && related.Name == n.DriverPodName()) {
+			return "", ""
 		}
 	}
-	return fmt.Sprintf("it relates to %s %s %s/%s, which is neither the StatefulSet driverset makes for pod %s nor its driver pod",
+	why = fmt.Sprintf("it relates to %s %s %s/%s, which is neither the StatefulSet driverset makes for pod %s nor its driver pod",
 		related.APIVersion, related.Kind, related.Namespace, related.Name, regarding.Name)
+	switch {
+	case related.Namespace != ns:
+	case isSts:
+		sts = related.Name
+	case isPod && strings.HasSuffix(related.Name, "-0"):
+		sts = strings.TrimSuffix(related.Name, "-0")
+	}
+	return why, sts
+}
+
+// controls reports whether StatefulSet ns/sts, read from the apiserver, is controlled by the pod
+// of UID owner; false when sts is "" or there is no such StatefulSet.
+func (e *Events) controls(ctx context.Context, ns, sts string, owner types.UID) (bool, error) {
+	if sts == "" {
+		return false, nil
+	}
+	var s appsv1.StatefulSet
+	if err := e.Pods.Get(ctx, types.NamespacedName{Namespace: ns, Name: sts}, &s); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	ref := metav1.GetControllerOfNoCopy(&s)
+	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.UID == owner, nil
 }

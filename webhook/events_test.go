@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,15 @@ func TestEvents(t *testing.T) {
 	longOne := pod(long, map[string]string{contract.LabelPlaceholder: "true"}, nil)
 	web := pod("web", map[string]string{"app": "web"}, nil)
 	driver := pod("pi-0", map[string]string{contract.LabelDriver: "pi", contract.LabelSparkRole: contract.RoleDriver}, nil)
-	pods := fake.NewClientBuilder().WithObjects(placeholder, recorded, longOne, web, driver).Build()
+	// A StatefulSet the placeholder controls under a name this build does not give (a rollback
+	// across a naming change): the controller finds it by its controller (namesOf), and relates
+	// its Events to it. Another of a name not the placeholder's, controlled by someone else.
+	yes := true
+	renamed := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "renamed", Namespace: ns, UID: "uid-renamed",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pi", UID: "uid-pi", Controller: &yes}}}}
+	notOurs := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "not-ours", Namespace: ns, UID: "uid-not-ours",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pi", UID: "uid-an-earlier-pi", Controller: &yes}}}}
+	pods := fake.NewClientBuilder().WithObjects(placeholder, recorded, longOne, web, driver, renamed, notOurs).Build()
 
 	ref := func(p *corev1.Pod) corev1.ObjectReference {
 		return corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
@@ -57,6 +66,10 @@ func TestEvents(t *testing.T) {
 		{"related to its driver pod", ref(placeholder), podNamed("pi-0"), true, "placeholder pi"},
 		{"related to a long name's StatefulSet", ref(longOne), sts(contract.NamesFor(long).StatefulSet), true, "placeholder"},
 		{"related to a long name's StatefulSet under its legacy name", ref(longOne), sts(contract.LegacyNamesFor(long).StatefulSet), true, "placeholder"},
+		{"related to the StatefulSet it controls under another name", ref(placeholder), sts("renamed"), true, "placeholder pi"},
+		{"related to the driver pod of the StatefulSet it controls under another name", ref(placeholder), podNamed("renamed-0"), true, "placeholder pi"},
+		{"related to a StatefulSet an earlier placeholder of its name controls", ref(placeholder), sts("not-ours"), false, "neither the StatefulSet"},
+		{"related to the driver pod of a StatefulSet it does not control", ref(placeholder), podNamed("not-ours-0"), false, "neither the StatefulSet"},
 		{"about a tenant's pod", ref(web), nil, false, "pod web is not a placeholder"},
 		{"about a driver pod", ref(driver), nil, false, "pod pi-0 is not a placeholder"},
 		{"under a forged UID", with(ref(placeholder), func(r *corev1.ObjectReference) { r.UID = "uid-forged" }), nil, false, "pod pi is uid-pi, not uid-forged"},

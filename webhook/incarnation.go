@@ -9,7 +9,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -51,33 +53,64 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 	if n.Reader == nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset has no cache to look up the executors of StatefulSet %s in", sts))
 	}
-	// By StatefulSet, not by app id: every incarnation runs with an app id of its own
-	// (wrap.IncarnationAppID), so an earlier one's executors carry another. Every executor
-	// driverset labelled is listed, whatever StatefulSet it names: executorsOfIncarnation decides.
+	placeholder, err := n.placeholderOf(ctx, pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	// By owner, not by app id: every incarnation runs with an app id of its own
+	// (wrap.IncarnationAppID), so an earlier one's executors carry another; nor by the
+	// driverset.dev/driver label, which is self-declared. Every executor driverset labelled is
+	// listed, whatever StatefulSet it names, and convert.ExecutorOfApp decides, as in the controller.
 	var executors corev1.PodList
 	if err := n.Reader.List(ctx, &executors, client.InNamespace(pod.Namespace),
 		client.MatchingLabels{contract.LabelSparkRole: contract.RoleExecutor}, client.HasLabels{contract.LabelDriver}); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of StatefulSet %s: %w", sts, err))
 	}
 	was := pod.DeepCopy()
-	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, executors.Items)))
+	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, placeholder, executors.Items)))
 }
 
-// executorsOfIncarnation keeps, of executors, those of StatefulSet sts's app: labelled
-// driverset.dev/driver=<sts> (as its drivers label them at birth), or controlled by a pod of the
-// name of sts's driver pod, an earlier incarnation. The second is for a DStream app submitted
-// again under another name onto an old checkpoint: Spark restores its SparkConf from the
-// checkpoint but for a reload list that has the driver's pod name and not the executor labels, so
-// its executors are labelled for the app that wrote the checkpoint (Spark 3.5
-// Checkpoint.createSparkConf).
-func executorsOfIncarnation(sts string, executors []corev1.Pod) []corev1.Pod {
+// placeholderOf is the UID of the placeholder whose StatefulSet created pod: the controller of
+// the StatefulSet that pod's controller reference names, read from the cache (which holds
+// driverset's StatefulSets) and taken only when its UID is the one the reference names. Empty when
+// there is none: the driver pod's name alone then decides, and only an executor still under
+// Spark's reference to the placeholder is missed (it is found by the controller when it deletes
+// the incarnation's executors on a loss, dropExecutorsOf). An error only when the cache fails:
+// the entry fails closed.
+func (n *Incarnation) placeholderOf(ctx context.Context, pod *corev1.Pod) (types.UID, error) {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.APIVersion != "apps/v1" || ref.Kind != "StatefulSet" {
+		return "", nil
+	}
+	var sts appsv1.StatefulSet
+	err := n.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &sts)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("driverset could not read StatefulSet %s, whose placeholder decides which executors are the app's: %w", ref.Name, err)
+	case sts.UID != ref.UID:
+		return "", nil
+	}
+	owner := metav1.GetControllerOfNoCopy(&sts)
+	if owner == nil || owner.APIVersion != "v1" || owner.Kind != "Pod" {
+		return "", nil
+	}
+	return owner.UID, nil
+}
+
+// executorsOfIncarnation keeps, of executors, those of StatefulSet sts's app, whose placeholder
+// has the UID placeholder (empty when unknown): convert.ExecutorOfApp, the rule the controller
+// deletes them and lifts the gate by, so that nothing is held that the controller would not wait
+// for. A DStream app submitted again under another name onto an old checkpoint has executors
+// labelled for the app that wrote it (Spark 3.5 Checkpoint.createSparkConf reloads the driver's
+// pod name, not the executor labels) and controlled by this app's driver pod: they count.
+func executorsOfIncarnation(sts string, placeholder types.UID, executors []corev1.Pod) []corev1.Pod {
 	driver := contract.NamesOfStatefulSet(sts).DriverPodName()
 	var out []corev1.Pod
 	for i := range executors {
-		e := &executors[i]
-		ref := metav1.GetControllerOf(e)
-		if e.Labels[contract.LabelDriver] == sts || ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driver {
-			out = append(out, *e)
+		if convert.ExecutorOfApp(&executors[i], driver, placeholder) {
+			out = append(out, executors[i])
 		}
 	}
 	return out

@@ -1,0 +1,53 @@
+package convert
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/driverset/driverset/contract"
+)
+
+// TestExecutorOfApp is the spec of "this executor belongs to this app", for the app whose driver
+// pods are pi-driver-0 and whose placeholder is pi-driver (UID uid-p). Its driverset.dev/driver
+// label names the app in every row: the label alone decides nothing.
+func TestExecutorOfApp(t *testing.T) {
+	const driverPod, placeholder = "pi-driver-0", types.UID("uid-p")
+	executor := func(refs ...metav1.OwnerReference) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-exec-1", OwnerReferences: refs,
+			Labels: map[string]string{contract.LabelDriver: "pi-driver", contract.LabelSparkRole: contract.RoleExecutor}}}
+	}
+	controller := func(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
+	}
+	owner := func(name string, uid types.UID) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: name, UID: uid}
+	}
+	for _, tc := range []struct {
+		name        string
+		e           *corev1.Pod
+		placeholder types.UID
+		want        bool
+	}{
+		{"controlled by the running incarnation", executor(controller("v1", "Pod", "pi-driver-0", "uid-s0-now")), placeholder, true},
+		{"controlled by an earlier incarnation (another UID, the same name)", executor(controller("v1", "Pod", "pi-driver-0", "uid-s0-before")), placeholder, true},
+		{"controlled by the placeholder (Spark's own reference)", executor(controller("v1", "Pod", "pi-driver", "uid-p")), placeholder, true},
+		{"controlled by an earlier placeholder of the same name", executor(controller("v1", "Pod", "pi-driver", "uid-p-before")), placeholder, false},
+		{"placeholder unknown: its reference is not taken on the name", executor(controller("v1", "Pod", "pi-driver", "uid-p")), "", false},
+		{"placeholder unknown: the driver pod's name still decides", executor(controller("v1", "Pod", "pi-driver-0", "uid-s0-before")), "", true},
+		{"labelled for the app, controlled by a tenant's pod", executor(controller("v1", "Pod", "tenant-web-7f9c", "uid-tenant")), placeholder, false},
+		{"labelled for the app, controlled by another app's driver pod", executor(controller("v1", "Pod", "other-driver-0", "uid-other")), placeholder, false},
+		{"labelled for the app, controlled by another app's executor", executor(controller("v1", "Pod", "other-exec-3", "uid-other-exec")), placeholder, false},
+		{"labelled for the app, no owner at all", executor(), placeholder, false},
+		{"the driver pod's name as a non-controller owner only", executor(owner("pi-driver-0", "uid-s0-before")), placeholder, false},
+		{"controlled by something else of the driver pod's name", executor(controller("apps/v1", "ReplicaSet", "pi-driver-0", "uid-rs")), placeholder, false},
+		{"controlled by a pod of another API version", executor(controller("v2", "Pod", "pi-driver-0", "uid-s0-before")), placeholder, false},
+	} {
+		if got := ExecutorOfApp(tc.e, driverPod, tc.placeholder); got != tc.want {
+			t.Errorf("%s: ExecutorOfApp = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
