@@ -138,22 +138,7 @@ func TestDriverEvictedWithDriversetIsRecovered(t *testing.T) {
 	names := contract.NamesFor(s.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
 
-	if err := bed.driverset.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	restart := func() {
-		if restarted {
-			return
-		}
-		restarted = true
-		d, err := startDriverset(context.Background(), bed.driverset)
-		if err != nil {
-			t.Fatalf("restart driverset: %v", err)
-		}
-		bed.driverset = d
-	}
-	t.Cleanup(restart)
+	restart := stopSharedDriverset(t)
 	if err := kube().CoreV1().Pods(ns).Delete(context.Background(), d0.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d0.UID}}); err != nil {
 		t.Fatal(err)
 	}

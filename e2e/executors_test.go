@@ -66,22 +66,7 @@ func TestExecutorMadeWhileDriversetIsDownHoldsTheNextIncarnation(t *testing.T) {
 	dumpOnFailure(t, ns)
 	r := startApp(t, app(ns, "down"), 1)
 
-	if err := bed.driverset.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	restart := func() {
-		if restarted {
-			return
-		}
-		restarted = true
-		d, err := startDriverset(context.Background(), bed.driverset)
-		if err != nil {
-			t.Fatalf("restart driverset: %v", err)
-		}
-		bed.driverset = d
-	}
-	t.Cleanup(restart)
+	restart := stopSharedDriverset(t)
 	made, err := r.driver.RequestExecutors(ctx, 1)
 	if err != nil {
 		t.Fatal(err)

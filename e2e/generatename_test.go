@@ -4,11 +4,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
-	"net"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/driverset/driverset/certs"
 )
 
 // What driverset's refusal of a driver pod without a name rests on, asked of the test bed's
@@ -33,19 +27,21 @@ func TestGenerateNameIsPickedAfterMutatingAdmission(t *testing.T) {
 
 	var mu sync.Mutex
 	var seen []string // the name each review carried, in its object
-	hookURL, caPEM := nameSettingWebhook(t, func(review *admissionv1.AdmissionReview) []byte {
+	hookURL, caPEM := serveWebhook(t, func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		allowed := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 		var pod corev1.Pod
-		if err := json.Unmarshal(review.Request.Object.Raw, &pod); err != nil {
-			return nil
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			return allowed
 		}
 		mu.Lock()
 		seen = append(seen, pod.Name)
 		mu.Unlock()
 		if pod.Name != "" {
-			return nil
+			return allowed
 		}
-		patch, _ := json.Marshal([]map[string]string{{"op": "add", "path": "/metadata/name", "value": pod.GenerateName + "named-by-webhook"}})
-		return patch
+		allowed.Patch, _ = json.Marshal([]map[string]string{{"op": "add", "path": "/metadata/name", "value": pod.GenerateName + "named-by-webhook"}})
+		allowed.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
+		return allowed
 	})
 	none, fail := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -95,48 +91,4 @@ func TestGenerateNameIsPickedAfterMutatingAdmission(t *testing.T) {
 	if got.Name != "gen-named-by-webhook" {
 		t.Errorf("the apiserver stored the pod as %q, not under the name the webhook set (docs/design.md says it keeps it)", got.Name)
 	}
-}
-
-// nameSettingWebhook serves, from this process over TLS on 127.0.0.1, a mutating webhook that
-// answers each review with patch(review) (nil: no change); it returns its URL and CA.
-func nameSettingWebhook(t *testing.T, patch func(*admissionv1.AdmissionReview) []byte) (string, []byte) {
-	t.Helper()
-	ca, err := certs.NewAuthority("name-it-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.IssueServing([]string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var review admissionv1.AdmissionReview
-		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-			http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
-			return
-		}
-		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		if p := patch(&review); p != nil {
-			review.Response.Patch = p
-			review.Response.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
-		}
-		review.Request = nil
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(&review)
-	})}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("name-setting webhook: %v", err)
-		}
-	}()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "https://" + ln.Addr().(*net.TCPAddr).String() + "/", ca.CertPEM
 }

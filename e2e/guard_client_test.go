@@ -10,9 +10,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/testbed"
 	"github.com/driverset/driverset/webhook"
 )
@@ -33,34 +29,7 @@ import (
 // certificate, is refused before the request is read; the apiserver's calls work as before.
 func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 	ctx := context.Background()
-	// The guarded replica takes bed.driverset's port and CA, which the webhook configuration names.
-	port, ca := bed.driverset.Port, bed.driverset.CA
-	if err := bed.driverset.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	var guarded *harness.Driverset
-	t.Cleanup(func() {
-		if guarded != nil {
-			if err := guarded.Stop(); err != nil {
-				t.Error(err)
-			}
-		}
-		restoreSharedDriverset(t, true, nil)
-	})
-	dir := filepath.Join(bed.dir, "webhook-client-ca")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	guarded, err = harness.Start(ctx, harness.Options{
-		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Port: port, CA: ca,
-		ServiceAccount: "driverset-system/driverset", Alive: bed.cluster.CheckAlive,
-		Args: append(slices.Clone(driversetArgs),
-			"--webhook-client-ca="+bed.cluster.WebhookClientCAFile(), "--webhook-client-names="+testbed.WebhookClientName),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	guarded := replaceSharedDriverset(t, "webhook-client-ca", "--webhook-client-ca="+bed.cluster.WebhookClientCAFile(), "--webhook-client-names="+testbed.WebhookClientName)
 
 	// Through the apiserver: the driver, incarnation and executor webhooks all answer. The
 	// executor is made without the label S-0's driver gives it, as an S-0 of an earlier version
@@ -113,7 +82,7 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 		{"the apiserver's certificate", apiserverCert, apiserverKey, http.StatusOK, `"allowed":true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body := callWebhook(t, port, tc.certPEM, tc.key, review)
+			status, body := callWebhook(t, guarded.Port, tc.certPEM, tc.key, review)
 			if status != tc.status || !strings.Contains(body, tc.bodyHas) {
 				t.Fatalf("answered %d %q, want %d with %q", status, body, tc.status, tc.bodyHas)
 			}

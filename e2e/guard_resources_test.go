@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/webhook"
 )
 
@@ -30,39 +26,13 @@ var authorizeArgs = []string{"--authorize-extended-resources"} //nolint:gocheckn
 // driver is admitted and S-0 asks for the GPUs.
 func TestExtendedResourcesNeedTheSubmittersGrant(t *testing.T) {
 	ctx := context.Background()
-	// The replica under test takes bed.driverset's port and CA, which the webhook configuration names.
-	port, ca := bed.driverset.Port, bed.driverset.CA
-	if err := bed.driverset.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	var guarded *harness.Driverset
-	t.Cleanup(func() {
-		if guarded != nil {
-			if err := guarded.Stop(); err != nil {
-				t.Error(err)
-			}
-		}
-		restoreSharedDriverset(t, true, nil)
-	})
-	dir := filepath.Join(bed.dir, "authorize-extended-resources")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	guarded, err = harness.Start(ctx, harness.Options{
-		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Port: port, CA: ca,
-		ServiceAccount: "driverset-system/driverset", Alive: bed.cluster.CheckAlive,
-		Args: append(slices.Clone(driversetArgs), authorizeArgs...),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	replaceSharedDriverset(t, "authorize-extended-resources", authorizeArgs...)
 
 	ns := namespace(t, nil)
 	c := tenant(t, ns)
 
 	// No grant: refused at submission, nothing left behind.
-	_, err = c.CoreV1().Pods(ns).Create(ctx, gpuDriver(t, ns, "no-grant"), metav1.CreateOptions{})
+	_, err := c.CoreV1().Pods(ns).Create(ctx, gpuDriver(t, ns, "no-grant"), metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), `may not "use" it here`) || !strings.Contains(err.Error(), string(gpu)) {
 		t.Errorf("a GPU driver without the grant was answered %v, want driverset's refusal naming %s and the grant", err, gpu)
 	} else {
