@@ -60,16 +60,7 @@ func TestOldNameAppKeepsItsStatefulSet(t *testing.T) {
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
 				t.Fatal(err)
 			}
-			var list appsv1.StatefulSetList
-			if err := c.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
-				t.Fatal(err)
-			}
-			var ours []string
-			for _, s := range list.Items {
-				if metav1.IsControlledBy(&s, p) {
-					ours = append(ours, s.Name)
-				}
-			}
+			ours := statefulSetsControlledBy(ctx, t, c, p)
 			if want := tc.want(p.Name).StatefulSet; len(ours) != 1 || ours[0] != want {
 				t.Errorf("the placeholder controls StatefulSets %v, want only %s", ours, want)
 			}
@@ -202,16 +193,7 @@ func TestStatefulSetFoundByItsController(t *testing.T) {
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
 				t.Fatal(err)
 			}
-			var list appsv1.StatefulSetList
-			if err := c.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
-				t.Fatal(err)
-			}
-			var ours []string
-			for _, s := range list.Items {
-				if metav1.IsControlledBy(&s, p) {
-					ours = append(ours, s.Name)
-				}
-			}
+			ours := statefulSetsControlledBy(ctx, t, c, p)
 			if want := tc.want(p); len(ours) != 1 || ours[0] != want {
 				t.Errorf("the placeholder controls StatefulSets %v, want only %s", ours, want)
 			}
@@ -245,4 +227,20 @@ func TestControlledBy(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// statefulSetsControlledBy names the StatefulSets of p's namespace that p controls.
+func statefulSetsControlledBy(ctx context.Context, t *testing.T, c client.Client, p *corev1.Pod) []string {
+	t.Helper()
+	var list appsv1.StatefulSetList
+	if err := c.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, s := range list.Items {
+		if metav1.IsControlledBy(&s, p) {
+			ours = append(ours, s.Name)
+		}
+	}
+	return ours
 }

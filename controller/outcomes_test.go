@@ -40,15 +40,7 @@ func TestReleasable(t *testing.T) {
 		p.DeletionTimestamp = &metav1.Time{Time: t0}
 		return p
 	}
-	app := func(edit func(*corev1.Pod)) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", Annotations: map[string]string{}}}
-		p.Spec.Containers = []corev1.Container{{Name: contract.DriverContainerName}}
-		p.Status.Phase = corev1.PodRunning
-		if edit != nil {
-			edit(p)
-		}
-		return p
-	}
+	app := runningPlaceholder
 	counted := func(p *corev1.Pod) {
 		p.Annotations[contract.AnnotationRestarts] = "1"
 		p.Annotations[contract.AnnotationRestartedIncarnation] = string(uid)
@@ -221,15 +213,7 @@ func TestLossAtRelease(t *testing.T) {
 		}
 		return p
 	}
-	app := func(edit func(*corev1.Pod)) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", Annotations: map[string]string{}}}
-		p.Spec.Containers = []corev1.Container{{Name: contract.DriverContainerName}}
-		p.Status.Phase = corev1.PodRunning
-		if edit != nil {
-			edit(p)
-		}
-		return p
-	}
+	app := runningPlaceholder
 	for _, tc := range []struct {
 		name     string
 		pod, app *corev1.Pod
@@ -266,4 +250,15 @@ func TestLossAtRelease(t *testing.T) {
 			t.Errorf("%s: record %+v, want cause %s for pod %s", tc.name, rec, tc.want, uid)
 		}
 	}
+}
+
+// runningPlaceholder is the placeholder pi-driver in jobs, Running, as edit leaves it.
+func runningPlaceholder(edit func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", Annotations: map[string]string{}}}
+	p.Spec.Containers = []corev1.Container{{Name: contract.DriverContainerName}}
+	p.Status.Phase = corev1.PodRunning
+	if edit != nil {
+		edit(p)
+	}
+	return p
 }
