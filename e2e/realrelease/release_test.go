@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -100,6 +103,39 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What a platform team takes from dist/: install.yaml, applied as it is, and the chart,
+	// installed with its defaults (which the release pinned to the image's digest). Each on a
+	// test bed of its own.
+	t.Run("install.yaml", func(t *testing.T) {
+		in, err := os.Open(filepath.Join(dist, "install.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := harness.Decode(in)
+		_ = in.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		installed(ctx, t, "install.yaml", objs, pause, archive, pinned)
+	})
+	t.Run("chart", func(t *testing.T) {
+		charts, err := filepath.Glob(filepath.Join(dist, "driverset-*.tgz"))
+		if err != nil || len(charts) != 1 {
+			t.Fatalf("dist/ holds charts %v (%v), want one", charts, err)
+		}
+		objs, err := helmInstallObjects(charts[0], "driverset", "driverset-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		installed(ctx, t, filepath.Base(charts[0]), objs, pause, archive, pinned)
+	})
+}
+
+// installed starts a test bed with one real node that has the released image (archive) and the
+// pause image, applies objs (what the release's install.yaml or chart makes), and checks that
+// driverset's replicas are Ready on the pinned image and that its webhook converts an opted-in
+// driver pod (the README's install check).
+func installed(ctx context.Context, t *testing.T, what string, objs []*unstructured.Unstructured, pause, archive, pinned string) {
 	// Not in t.TempDir: a failed run keeps the test bed's logs there.
 	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
 	if err != nil {
@@ -130,20 +166,16 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 	t.Logf("test bed with one real node up in %s", time.Since(start).Round(time.Second))
 
 	start = time.Now()
-	in, err := os.Open(filepath.Join(dist, "install.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := harness.Decode(in)
-	_ = in.Close()
-	if err != nil {
+	c := cluster.Client
+	const ns = "driverset-system"
+	// helm install does not make the release's namespace (install.yaml has it: applying it again
+	// changes nothing).
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if err := harness.Apply(ctx, cluster.Config, objs); err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.Client
-	const ns = "driverset-system"
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, "driverset", metav1.GetOptions{})
@@ -169,7 +201,7 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 	if err != nil {
 		t.Fatalf("driverset never became ready (%s): %v\n%s", last, err, testbed.PodsReport(ctx, c, ns))
 	}
-	t.Logf("driverset Ready from the release's install.yaml in %s", time.Since(start).Round(time.Second))
+	t.Logf("driverset Ready from the release's %s in %s", what, time.Since(start).Round(time.Second))
 
 	// The pods run the released image: the one install.yaml pins, which the node had only from
 	// the release's layout (no registry is reachable here).
@@ -206,6 +238,6 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 
 	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
 	if err := testbed.WaitConverts(ctx, c, "apache/spark", 2*time.Minute); err != nil {
-		t.Fatalf("the released driverset: %v", err)
+		t.Fatalf("the driverset of the released %s: %v", what, err)
 	}
 }
