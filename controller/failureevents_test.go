@@ -126,3 +126,25 @@ func TestDriverPodFailureReadIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// cutMessage keeps a message of failureMessageMax bytes whole and cuts a longer one to at most
+// that many bytes, on a character's boundary, ending in an ellipsis. (make mutate, seed 808: the
+// bound taken as exclusive lived.)
+func TestCutMessage(t *testing.T) {
+	atMax := strings.Repeat("x", failureMessageMax)
+	for _, tc := range []struct {
+		name, msg, want string
+	}{
+		{"short: whole", "exceeded quota", "exceeded quota"},
+		{"exactly the bound: whole", atMax, atMax},
+		{"one byte over: cut", atMax + "y", strings.Repeat("x", failureMessageMax-len("…")) + "…"},
+		{"cut inside a character: before it", strings.Repeat("é", failureMessageMax), strings.Repeat("é", (failureMessageMax-len("…"))/2) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cutMessage(tc.msg)
+			if got != tc.want || len(got) > failureMessageMax {
+				t.Errorf("cutMessage: %d bytes %.20q…, want %d bytes %.20q…", len(got), got, len(tc.want), tc.want)
+			}
+		})
+	}
+}
