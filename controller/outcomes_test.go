@@ -262,3 +262,29 @@ func runningPlaceholder(edit func(*corev1.Pod)) *corev1.Pod {
 	}
 	return p
 }
+
+// TestOutcomesLetsGoADriverWhoseNodeIsGone: a deleted S-0 whose driver may still run is held
+// while its node is there (not proven down), and let go by the Outcomes reconciler itself once the
+// Node is gone, read live (PodGC's proof). (make mutate, seed 808: with the node read skipped the
+// pod stayed held and no test noticed.)
+func TestOutcomesLetsGoADriverWhoseNodeIsGone(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	if err := h.c.Delete(h.ctx, h.driver()); err != nil {
+		t.Fatal(err)
+	}
+	h.releaseOutcome()
+	if d := h.driver(); d == nil || !held(d) {
+		t.Fatalf("a deleted S-0 whose driver may still run on its Ready node was let go: %+v", d)
+	}
+	var node corev1.Node
+	if err := h.c.Get(h.ctx, client.ObjectKey{Name: "node-a"}, &node); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(h.ctx, &node); err != nil {
+		t.Fatal(err)
+	}
+	h.releaseOutcome()
+	if d := h.driver(); d != nil && held(d) {
+		t.Errorf("S-0 still held with its node gone: finalizers %v", d.Finalizers)
+	}
+}
