@@ -18,6 +18,8 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driverset/driverset/e2e/harness"
 )
 
 // renderChart renders charts/driverset the way `helm template driverset charts/driverset
@@ -51,35 +53,7 @@ func isTestHook(file string) bool { return strings.HasPrefix(file, "driverset/te
 // renderChartFiles renders the chart and decodes the files that keep selects.
 func renderChartFiles(t testing.TB, namespace string, values map[string]any, keep func(file string) bool) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	ch, err := loader.Load(filepath.Join(moduleRoot(t), "charts", "driverset"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := chartutil.ReleaseOptions{Name: "driverset", Namespace: namespace, Revision: 1, IsInstall: true}
-	vals, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
-	if err != nil {
-		return nil, err
-	}
-	files, err := engine.Render(ch, vals)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		if strings.HasSuffix(name, ".yaml") && keep(name) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	var objs []*unstructured.Unstructured
-	for _, name := range names {
-		got, err := decodeString(files[name])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		objs = append(objs, got...)
-	}
-	return objs, nil
+	return harness.RenderChart(filepath.Join(moduleRoot(t), "charts", "driverset"), "driverset", namespace, values, keep)
 }
 
 func mustRenderChart(t testing.TB, namespace string, values map[string]any) []*unstructured.Unstructured {

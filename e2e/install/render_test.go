@@ -187,7 +187,3 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
-
-func decodeString(s string) ([]*unstructured.Unstructured, error) {
-	return harness.Decode(strings.NewReader(s))
-}
