@@ -93,7 +93,7 @@ func Rows(l Listed) []Row {
 // who may not list StatefulSets.
 func driverByName(byName map[string]*corev1.Pod, p *corev1.Pod) (contract.Names, *corev1.Pod) {
 	current := contract.NamesFor(p.Name)
-	for _, n := range []contract.Names{current, contract.LegacyNamesFor(p.Name)} {
+	for _, n := range contract.CandidateNamesFor(p.Name) {
 		if d := byName[p.Namespace+"/"+n.DriverPodName()]; d != nil && d.Labels[contract.LabelDriver] == n.StatefulSet {
 			return n, d
 		}

@@ -99,7 +99,7 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 // build's and the StatefulSet nil.
 func statefulSetOf(ctx context.Context, c kubernetes.Interface, p *corev1.Pod) (contract.Names, *appsv1.StatefulSet, error) {
 	current := contract.NamesFor(p.Name)
-	for _, n := range []contract.Names{current, contract.LegacyNamesFor(p.Name)} {
+	for _, n := range contract.CandidateNamesFor(p.Name) {
 		sts, err := getOrNil(c.AppsV1().StatefulSets(p.Namespace).Get(ctx, n.StatefulSet, metav1.GetOptions{}))
 		if err != nil {
 			return contract.Names{}, nil, err

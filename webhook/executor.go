@@ -137,7 +137,7 @@ func (x *Executor) driverOf(ctx context.Context, e *corev1.Pod) (*corev1.Pod, st
 // not be read.
 func (x *Executor) statefulSetOf(ctx context.Context, p *corev1.Pod) (*appsv1.StatefulSet, string, error) {
 	what := "the StatefulSet of placeholder " + p.Name
-	for _, names := range []contract.Names{contract.NamesFor(p.Name), contract.LegacyNamesFor(p.Name)} {
+	for _, names := range contract.CandidateNamesFor(p.Name) {
 		sts := &appsv1.StatefulSet{}
 		err := x.Reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, sts)
 		switch {
