@@ -75,3 +75,15 @@ func (n Names) HeartbeatLease() string { return n.DriverPodName() + "-heartbeat"
 func (n Names) DriverHost(ns string) string {
 	return fmt.Sprintf("%s.%s.%s.svc", n.DriverPodName(), n.Service, ns)
 }
+
+// CandidateNamesFor are the names driverset has given the objects of the placeholder called
+// placeholder, newest first: NamesFor, then LegacyNamesFor when it differs. Only a guess at a
+// placeholder's StatefulSet, to be checked against its controller reference: S is the
+// StatefulSet the placeholder controls, whatever its name.
+func CandidateNamesFor(placeholder string) []Names {
+	current, legacy := NamesFor(placeholder), LegacyNamesFor(placeholder)
+	if legacy == current {
+		return []Names{current}
+	}
+	return []Names{current, legacy}
+}

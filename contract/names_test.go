@@ -89,6 +89,23 @@ func TestNamesForSuffixBits(t *testing.T) {
 	}
 }
 
+// CandidateNamesFor: this build's names first, then the legacy ones, each once.
+func TestCandidateNamesFor(t *testing.T) {
+	long := strings.Repeat("a", 60) + "-driver"
+	for _, tc := range []struct {
+		placeholder string
+		want        []Names
+	}{
+		{"pi-driver", []Names{NamesFor("pi-driver")}},
+		{long, []Names{NamesFor(long), LegacyNamesFor(long)}},
+	} {
+		got := CandidateNamesFor(tc.placeholder)
+		if len(got) != len(tc.want) || got[0] != tc.want[0] || len(got) == 2 && got[1] != tc.want[1] {
+			t.Errorf("CandidateNamesFor(%q) = %v, want %v", tc.placeholder, got, tc.want)
+		}
+	}
+}
+
 func TestDriverHost(t *testing.T) {
 	if got, want := NamesFor("pi-driver").DriverHost("jobs"), "pi-driver-0.pi-driver-ds.jobs.svc"; got != want {
 		t.Errorf("DriverHost = %q, want %q", got, want)

@@ -54,6 +54,26 @@ func (w *mworld) placeholder() *corev1.Pod {
 	return &p
 }
 
+// statefulSetsOfP are the names of every StatefulSet P controls on the apiserver, whatever their
+// names: more than one is a second driver waiting to start.
+func (w *mworld) statefulSetsOfP() []string {
+	p := w.placeholder()
+	if p == nil {
+		return nil
+	}
+	var list appsv1.StatefulSetList
+	if err := w.h.c.List(w.ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for i := range list.Items {
+		if metav1.IsControlledBy(&list.Items[i], p) {
+			out = append(out, list.Items[i].Name)
+		}
+	}
+	return out
+}
+
 func (w *mworld) statefulSet() *appsv1.StatefulSet {
 	var s appsv1.StatefulSet
 	if err := w.h.c.Get(w.ctx, types.NamespacedName{Namespace: w.h.p.Namespace, Name: w.h.names.StatefulSet}, &s); err != nil {
@@ -351,6 +371,9 @@ func (w *mworld) driversetEvents() []mevent {
 				w.pass(w.stale)
 			}})
 		}
+		out = append(out, mevent{name: "driverset passes on a cache that has not seen S (new leader, just after S was made)", kind: kindStale, own: true, apply: func(w *mworld) {
+			w.pass(slices.DeleteFunc(w.snapshot(), func(o client.Object) bool { _, isSts := o.(*appsv1.StatefulSet); return isSts }))
+		}})
 	}
 	if w.m.Ticks < modelTicks {
 		out = append(out, mevent{name: fmt.Sprintf("time passes (%s)", modelTick), kind: kindTime, apply: func(w *mworld) {

@@ -81,6 +81,9 @@ type modelConfig struct {
 	// or with real node fencing underneath"). Without it, fence-after's two drivers on a node that
 	// is only cut off are the documented trade-off, not a defect.
 	fencedUnderneath bool
+	// stsName: S was made under this name by another build (a rollback across a naming change, a
+	// legacy name), not the one this build computes; "" for this build's (contract.NamesFor).
+	stsName string
 }
 
 func (c modelConfig) has(kind string) bool {
@@ -112,8 +115,16 @@ var modelConfigs = []modelConfig{
 		kinds: append([]string{kindKubelet, kindTime}, always...)},
 	{name: "the kubelet's own stops, max-restarts 0", annotations: map[string]string{contract.AnnotationMaxRestarts: "0"}, depth: 7,
 		kinds: append([]string{kindKubelet, kindDriverset}, always...)},
+	// S under a name this build would not give it, and passes on caches that have not seen S
+	// (a new leader right after the old one made it): S is found by P's UID, never made again
+	// under this build's name (promise 1: one StatefulSet per placeholder).
+	{name: "S under another build's name, caches behind", stsName: modelThirdName, depth: 6,
+		kinds: append([]string{kindStale, kindDriverset, kindDelete}, always...)},
 	{name: "everything", depth: 3, shallower: 3},
 }
+
+// modelThirdName is the name another build gave S in the scenario that has one.
+const modelThirdName = "spark-pi-renamed-by-another-build"
 
 // Machine states: what a node's machine does, whatever its Node object says.
 const (
@@ -266,6 +277,9 @@ func (w *mworld) violations() []mviolation {
 	if len(running) > 1 {
 		out = append(out, mviolation{promiseOneDriver, "driver processes running at once: " + strings.Join(running, ", ")})
 	}
+	if sets := w.statefulSetsOfP(); len(sets) > 1 {
+		out = append(out, mviolation{promiseOneDriver, "StatefulSets of one placeholder: " + strings.Join(sets, ", ")})
+	}
 	if w.m.Broken != "" {
 		promise, why, _ := strings.Cut(w.m.Broken, ": ")
 		out = append(out, mviolation{promise, why})
@@ -391,6 +405,17 @@ func modelRoot(t *testing.T, cfg modelConfig) (*mnode, contract.Names, types.Nam
 	h := newCluster(t, cfg.annotations, nil)
 	h.ctx = log.IntoContext(h.ctx, logr.Discard())
 	h.now = t0
+	if cfg.stsName != "" {
+		// Another build made S and H under its own name; this build's driverset takes over.
+		h.names = contract.NamesOfStatefulSet(cfg.stsName)
+		var p corev1.Pod
+		if err := h.c.Get(h.ctx, h.p, &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.r.create(h.ctx, &p, h.names); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h.reconcile()
 	for _, n := range modelNodes {
 		h.setNode(n, corev1.ConditionTrue, t0)

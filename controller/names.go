@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,20 +9,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // indexController indexes the cache's StatefulSets by the UID of the pod that controls them (a
-// placeholder), so that S is found by whose it is, whatever its name.
-const indexController = "driverset.dev/controller-uid"
+// placeholder), so that S is found by whose it is, whatever its name (convert.StatefulSetOf).
+const indexController = convert.IndexController
 
-// controllerUID is indexController's key: the UID of o's controller when that is a v1 Pod.
-func controllerUID(o client.Object) []string {
-	ref := metav1.GetControllerOfNoCopy(o)
-	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" {
-		return nil
-	}
-	return []string{string(ref.UID)}
-}
+// controllerUID is indexController's key.
+func controllerUID(o client.Object) []string { return convert.ControllerUID(o) }
 
 // namesOf returns the names of p's objects, and the name of the StatefulSet p controls with where
 // it was found. S is found by its controller reference, p's UID, never by a name this build
@@ -82,23 +75,11 @@ func (r *Placeholder) statefulSetOfLive(ctx context.Context, p *corev1.Pod) (str
 	}
 }
 
-// controlledBy is namesOf's decision, pure: the name of the StatefulSet of sets that p controls;
-// "" when none. Should there be more than one (made before S was found by its controller), the
-// oldest, by creation and then by name: every pass, and every replica, keeps to the same one.
+// controlledBy is namesOf's decision, pure (convert.StatefulSetOf): the name of the StatefulSet of
+// sets that p controls; "" when none; the oldest of several.
 func controlledBy(p *corev1.Pod, sets []metav1.Object) string {
-	var ours []metav1.Object
-	for _, s := range sets {
-		if metav1.IsControlledBy(s, p) {
-			ours = append(ours, s)
-		}
+	if s := convert.StatefulSetOf(p, sets); s != nil {
+		return s.GetName()
 	}
-	if len(ours) == 0 {
-		return ""
-	}
-	return slices.MinFunc(ours, func(a, b metav1.Object) int {
-		if c := a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.GetName(), b.GetName())
-	}).GetName()
+	return ""
 }

@@ -100,29 +100,79 @@ func legacyCluster(objs ...client.Object) client.WithWatch {
 	return withEventFields(fake.NewClientBuilder()).WithObjects(objs...).WithStatusSubresource(&corev1.Pod{}).Build()
 }
 
-// TestOldNameAppIsNotHeldByADeletedClaim: a legacy-named app's StatefulSet exists, so its driver
-// may have run and Spark's clean stop may have deleted a claim it mounted: that claim is not
-// waited for, as for an app of the current names.
+// TestOldNameAppIsNotHeldByADeletedClaim: an app whose StatefulSet exists under another name than
+// this build gives (the legacy 32-bit suffix, or a third name across a rollback), found in the
+// cache or only on the apiserver, may have run its driver, and Spark's clean stop may have deleted
+// a claim it mounted: that claim is not waited for, as for an app of the current names. Were S
+// looked for by this build's name, every pass would wait for the claim (issue 34: "a deleted
+// claim blocks every later pass").
 func TestOldNameAppIsNotHeldByADeletedClaim(t *testing.T) {
-	ctx := context.Background()
-	p, old := legacyApp(t, func(p *corev1.Pod) {
-		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "gone-pvc-0"}}})
+	for _, tc := range []struct {
+		name      string
+		third     bool // S under a third name, else the legacy one
+		notCached bool
+	}{
+		{"the legacy name", false, false},
+		{"the legacy name, not in the cache yet", false, true},
+		{"a third name", true, false},
+		{"a third name, not in the cache yet", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			p, old := legacyApp(t, func(p *corev1.Pod) {
+				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "gone-pvc-0"}}})
+			})
+			if tc.third {
+				var err error
+				if old, err = convert.StatefulSet(p, convert.Options{Image: "registry.example/driverset:other", Names: contract.NamesOfStatefulSet("renamed-by-another-build")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := legacyCluster(p, old)
+			var cached client.Client = c
+			if tc.notCached {
+				cached = withoutStatefulSets(c)
+			}
+			r := &Placeholder{Client: cached, APIReader: c, Events: events.NewFakeRecorder(100),
+				Convert: convert.Options{Image: "registry.example/driverset:new"}, Budget: Budget{Backoff: 1, MaxBackoff: 1}, Seal: testSeal()}
+			for pass := range 2 {
+				res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got corev1.Pod
+				if err := c.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
+					t.Fatal(err)
+				}
+				if res.RequeueAfter == claimPoll || strings.Contains(got.Status.Message, "waiting for PersistentVolumeClaim") {
+					t.Errorf("pass %d: the app waits for a claim its StatefulSet no longer needs: %q (requeue %s)", pass+1, got.Status.Message, res.RequeueAfter)
+				}
+			}
+			if ours := statefulSetsControlledBy(ctx, t, c, p); len(ours) != 1 || ours[0] != old.Name {
+				t.Errorf("the placeholder controls StatefulSets %v, want only %s", ours, old.Name)
+			}
+		})
+	}
+}
+
+// withoutStatefulSets is c as a cache that has seen no StatefulSet yet (a new leader's, a watch
+// behind): the apiserver (c itself) still has them.
+func withoutStatefulSets(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*appsv1.StatefulSetList); ok {
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*appsv1.StatefulSet); ok {
+				return apierrors.NewNotFound(appsv1.Resource("statefulsets"), key.Name)
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
 	})
-	c := legacyCluster(p, old)
-	r := &Placeholder{Client: c, APIReader: c, Events: events.NewFakeRecorder(100),
-		Convert: convert.Options{Image: "registry.example/driverset:new"}, Budget: Budget{Backoff: 1, MaxBackoff: 1}, Seal: testSeal()}
-	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got corev1.Pod
-	if err := c.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
-		t.Fatal(err)
-	}
-	if res.RequeueAfter == claimPoll || strings.Contains(got.Status.Message, "waiting for PersistentVolumeClaim") {
-		t.Errorf("the legacy-named app waits for a claim its StatefulSet no longer needs: %q (requeue %s)", got.Status.Message, res.RequeueAfter)
-	}
 }
 
 // TestStatefulSetFoundByItsController: S is the StatefulSet P controls, under whatever name it

@@ -52,6 +52,7 @@ func TestPlanProvision(t *testing.T) {
 	claims := func(c ...driverClaim) option {
 		return func(s *Snapshot) { s.Claims = reading(c, FromAPIServer, now) }
 	}
+	foundLive := func(name string) option { return func(s *Snapshot) { s.Found = reading(name, FromAPIServer, now) } }
 	made := func(e ensured) option { return func(s *Snapshot) { s.Ensured = reading(e, FromWrite, now) } }
 	live := func(p *corev1.Pod) option {
 		return func(s *Snapshot) { s.LivePlaceholder = reading(p, FromAPIServer, now) }
@@ -82,6 +83,8 @@ func TestPlanProvision(t *testing.T) {
 			steps: []string{"writeStatusStep"}, ends: true, requeue: claimPoll, blocked: "waiting for PersistentVolumeClaim pi-driver-pvc-0"},
 		{name: "no S yet, the claims there: S and H made, then planned again", s: snapshot(sealed, claims()),
 			steps: []string{"ensureStep"}, again: true},
+		{name: "S found only on the apiserver (the cache behind): no claim read or waited for, S and H made (ensure finds them)",
+			s: snapshot(sealed, foundLive("renamed-by-another-build")), steps: []string{"ensureStep"}, again: true},
 		{name: "made: on to the driver", s: snapshot(sealed, claims(), made(ensured{StatefulSet: sts(sealed, 1)}))},
 		{name: "a create refused: told, tried again later", s: snapshot(sealed, claims(), made(ensured{Refused: "driverset cannot create StatefulSet pi-driver: quota"})),
 			steps: []string{"writeStatusStep"}, ends: true, requeue: retryRefused, blocked: "quota"},

@@ -64,9 +64,11 @@ func planProvision(s *Snapshot, cfg Config, now time.Time) Plan {
 			Steps: []Step{writeStatusStep{View: View{Container: container, Blocked: reason}}}}
 	}
 	var steps []Step
-	if !terminal && sts == nil {
+	if !terminal && sts == nil && s.Found.Value == "" {
 		// A finished app runs no driver again: its claims need no keeping. Once S exists, a driver
-		// may have run, and its claims were kept before S was made.
+		// may have run, and its claims were kept before S was made: also an S that P controls
+		// found only on the apiserver (Found), which the cache has not seen yet (a new leader, a
+		// watch behind). A claim Spark's clean stop deleted is then never waited for.
 		if !s.Claims.Taken() {
 			return Plan{Need: []Need{NeedClaims}}
 		}

@@ -30,14 +30,19 @@ func placeholder() *corev1.Pod {
 	}
 }
 
+// statefulSet is the placeholder's S, controlled by it.
 func statefulSet() *appsv1.StatefulSet {
-	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs"}}
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", UID: "s-uid",
+		Labels:          map[string]string{contract.LabelDriver: "pi-driver"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pi-driver", UID: "p-uid", Controller: new(true)}}}}
 }
 
-// driverPod is incarnation uid of the driver, running on node.
+// driverPod is incarnation uid of the driver (S-0 of statefulSet), running on node.
 func driverPod(uid, node string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pi-driver-0", Namespace: "jobs", UID: types.UID(uid)},
+		ObjectMeta: metav1.ObjectMeta{Name: "pi-driver-0", Namespace: "jobs", UID: types.UID(uid),
+			Labels:          map[string]string{contract.LabelDriver: "pi-driver"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "pi-driver", UID: "s-uid", Controller: new(true)}}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{
 			{Name: "wrap-sidecar"}, {Name: contract.DriverContainerName},
 		}},

@@ -7,10 +7,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // Row is one line of `kubectl driverset list`: one driver that driverset runs.
@@ -26,28 +29,45 @@ type Row struct {
 	Created         time.Time
 }
 
-// Rows builds the list of the placeholders among pods (those labelled driverset's placeholder),
-// each with its current driver pod found among the same pods by the names driverset gives it,
-// sorted by namespace and name. Pods lists what one List call returned: no further read, so a
-// tenant who may list pods in a namespace sees its drivers.
-func Rows(pods []corev1.Pod) []Row {
+// Listed is what `kubectl driverset list` reads: the pods and driverset's StatefulSets (labelled
+// contract.LabelDriver) of a namespace (or all), one list call each. StatefulSetsNotVisible: the
+// apiserver refused to list StatefulSets (Forbidden), and Rows guesses by name.
+type Listed struct {
+	Pods                   []corev1.Pod
+	StatefulSets           []appsv1.StatefulSet
+	StatefulSetsNotVisible bool
+}
+
+// Rows builds the list of the placeholders among l's pods (those labelled driverset's
+// placeholder), sorted by namespace and name, each with its current driver pod: S-0 of the
+// StatefulSet S the placeholder controls, whatever its name (convert.StatefulSetOf, as the
+// controller finds it), found among the same pods and controlled by S. No further read, so a
+// tenant who may list pods and StatefulSets in a namespace sees its drivers; one who may not list
+// StatefulSets sees the driver pods of the names driverset gives (this build's, then the legacy
+// ones), labelled for them.
+func Rows(l Listed) []Row {
 	byName := map[string]*corev1.Pod{}
-	for i := range pods {
-		byName[pods[i].Namespace+"/"+pods[i].Name] = &pods[i]
+	for i := range l.Pods {
+		byName[l.Pods[i].Namespace+"/"+l.Pods[i].Name] = &l.Pods[i]
+	}
+	setsIn := map[string][]metav1.Object{}
+	for i := range l.StatefulSets {
+		s := &l.StatefulSets[i]
+		setsIn[s.Namespace] = append(setsIn[s.Namespace], s)
 	}
 	var rows []Row
-	for i := range pods {
-		p := &pods[i]
+	for i := range l.Pods {
+		p := &l.Pods[i]
 		if p.Labels[contract.LabelPlaceholder] != "true" {
 			continue
 		}
 		s := &Snapshot{Placeholder: p, Names: contract.NamesFor(p.Name)}
-		s.Driver = driverAmong(byName, p.Namespace, s.Names)
-		if s.Driver == nil { // a placeholder of an earlier driverset keeps its legacy names
-			if legacy := contract.LegacyNamesFor(p.Name); legacy != s.Names {
-				if d := driverAmong(byName, p.Namespace, legacy); d != nil {
-					s.Names, s.Driver = legacy, d
-				}
+		if l.StatefulSetsNotVisible {
+			s.Names, s.Driver = driverByName(byName, p)
+		} else if sts := convert.StatefulSetOf(p, setsIn[p.Namespace]); sts != nil {
+			s.Names = contract.NamesOfStatefulSet(sts.GetName())
+			if d := byName[p.Namespace+"/"+s.Names.DriverPodName()]; d != nil && metav1.IsControlledBy(d, sts) {
+				s.Driver = d
 			}
 		}
 		st := StatusOf(s)
@@ -67,14 +87,18 @@ func Rows(pods []corev1.Pod) []Row {
 	return rows
 }
 
-// driverAmong is the driver pod of names in ns among byName: the pod of that name that carries
-// driverset's driver label for that StatefulSet (a pod of the same name made by someone else is not).
-func driverAmong(byName map[string]*corev1.Pod, ns string, names contract.Names) *corev1.Pod {
-	d := byName[ns+"/"+names.DriverPodName()]
-	if d == nil || d.Labels[contract.LabelDriver] != names.StatefulSet {
-		return nil
+// driverByName is p's driver pod among byName by the names driverset gives p (this build's, then
+// the legacy ones): the pod of that name that carries driverset's driver label for that
+// StatefulSet (a pod of the same name made by someone else is not). Only a guess, for a reader
+// who may not list StatefulSets.
+func driverByName(byName map[string]*corev1.Pod, p *corev1.Pod) (contract.Names, *corev1.Pod) {
+	current := contract.NamesFor(p.Name)
+	for _, n := range contract.CandidateNamesFor(p.Name) {
+		if d := byName[p.Namespace+"/"+n.DriverPodName()]; d != nil && d.Labels[contract.LabelDriver] == n.StatefulSet {
+			return n, d
+		}
 	}
-	return d
+	return current, nil
 }
 
 // WriteRows prints rows as kubectl prints a list: a header, one line each, the age relative to now.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,14 +19,13 @@ func TestRows(t *testing.T) {
 	running.CreationTimestamp = metav1.NewTime(t0)
 	running.Annotations = map[string]string{contract.AnnotationRestarts: "1", contract.AnnotationRestartsTotal: "4"}
 	d := *driverPod("d0", "n1")
-	d.Labels = map[string]string{contract.LabelDriver: "pi-driver"}
 	waiting := *placeholder()
 	waiting.Name, waiting.Namespace, waiting.Status.Phase = "etl-driver", "other", ""
 	impostor := *driverPod("x", "n9") // named like etl-driver's driver pod, without driverset's label
-	impostor.Name, impostor.Namespace = "etl-driver-0", "other"
+	impostor.Name, impostor.Namespace, impostor.Labels, impostor.OwnerReferences = "etl-driver-0", "other", nil, nil
 	plain := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "jobs"}}
 
-	rows := Rows([]corev1.Pod{d, plain, impostor, running, waiting})
+	rows := Rows(Listed{Pods: []corev1.Pod{d, plain, impostor, running, waiting}, StatefulSets: []appsv1.StatefulSet{*statefulSet()}})
 	want := []Row{
 		{Namespace: "jobs", Name: "pi-driver", Phase: corev1.PodRunning, Outcome: "Running", Restarts: 1, TotalRestarts: 4,
 			DriverPod: "pi-driver-0", Node: "n1", Created: t0},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
 )
 
 // Snapshot is what the cluster holds about one driver, read once.
@@ -53,7 +54,7 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 	if s.Names, s.StatefulSet, err = statefulSetOf(ctx, c, p); err != nil {
 		return nil, err
 	}
-	if s.Driver, err = getOrNil(c.CoreV1().Pods(ns).Get(ctx, s.Names.DriverPodName(), metav1.GetOptions{})); err != nil {
+	if s.Driver, err = driverOf(ctx, c, s.StatefulSet); err != nil {
 		return nil, err
 	}
 	if s.Driver != nil && s.Driver.Spec.NodeName != "" {
@@ -90,21 +91,52 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 	return s, nil
 }
 
-// statefulSetOf finds p's StatefulSet as the controller does (controller/names.go): under
-// contract.NamesFor, unless p controls one under the name an earlier driverset gave it.
+// statefulSetOf finds p's StatefulSet S as the controller does (controller/names.go): the one p
+// controls, whatever its name (convert.StatefulSetOf). The names this build gives p, and the
+// legacy ones, are tried first (one Get each, what a tenant may always do) and kept only when p
+// controls what they name; then driverset's StatefulSets of the namespace are listed. A tenant
+// who may not list them (Forbidden) gets the names' guess alone. With no S, the names are this
+// build's and the StatefulSet nil.
 func statefulSetOf(ctx context.Context, c kubernetes.Interface, p *corev1.Pod) (contract.Names, *appsv1.StatefulSet, error) {
-	current, legacy := contract.NamesFor(p.Name), contract.LegacyNamesFor(p.Name)
-	if legacy != current {
-		sts, err := getOrNil(c.AppsV1().StatefulSets(p.Namespace).Get(ctx, legacy.StatefulSet, metav1.GetOptions{}))
+	current := contract.NamesFor(p.Name)
+	for _, n := range contract.CandidateNamesFor(p.Name) {
+		sts, err := getOrNil(c.AppsV1().StatefulSets(p.Namespace).Get(ctx, n.StatefulSet, metav1.GetOptions{}))
 		if err != nil {
 			return contract.Names{}, nil, err
 		}
 		if sts != nil && metav1.IsControlledBy(sts, p) {
-			return legacy, sts, nil
+			return n, sts, nil
 		}
 	}
-	sts, err := getOrNil(c.AppsV1().StatefulSets(p.Namespace).Get(ctx, current.StatefulSet, metav1.GetOptions{}))
-	return current, sts, err
+	list, err := c.AppsV1().StatefulSets(p.Namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelDriver})
+	switch {
+	case apierrors.IsForbidden(err):
+		return current, nil, nil
+	case err != nil:
+		return contract.Names{}, nil, err
+	}
+	sets := make([]metav1.Object, 0, len(list.Items))
+	for i := range list.Items {
+		sets = append(sets, &list.Items[i])
+	}
+	if s := convert.StatefulSetOf(p, sets); s != nil {
+		sts := s.(*appsv1.StatefulSet)
+		return contract.NamesOfStatefulSet(sts.Name), sts, nil
+	}
+	return current, nil, nil
+}
+
+// driverOf is S-0, the pod sts controls of the name it gives its pod; nil when there is none (or
+// no S): a pod of that name that sts does not control (an earlier S's, a stranger's) is not it.
+func driverOf(ctx context.Context, c kubernetes.Interface, sts *appsv1.StatefulSet) (*corev1.Pod, error) {
+	if sts == nil {
+		return nil, nil
+	}
+	d, err := getOrNil(c.CoreV1().Pods(sts.Namespace).Get(ctx, contract.NamesOfStatefulSet(sts.Name).DriverPodName(), metav1.GetOptions{}))
+	if err != nil || d == nil || !metav1.IsControlledBy(d, sts) {
+		return nil, err
+	}
+	return d, nil
 }
 
 // getOrNil turns NotFound into nil.

@@ -21,8 +21,6 @@ func TestFetch(t *testing.T) {
 	p := placeholder()
 	sts := statefulSet()
 	d := driverPod("d0", "n1")
-	d.Labels = map[string]string{contract.LabelDriver: "pi-driver"}
-	d.OwnerReferences = []metav1.OwnerReference{{Kind: "StatefulSet", Name: "pi-driver"}}
 	recovered := event("Pod", "pi-driver", "p-uid", ReasonRecovered, ControllerName, at(90))
 	created := legacyEvent("StatefulSet", "pi-driver", "s-uid", "SuccessfulCreate", "statefulset-controller", "", at(2), 1)
 	c := fake.NewClientset(p, sts, d, &recovered, &created)

@@ -1,16 +1,21 @@
 package webhook
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
+
+	"github.com/driverset/driverset/convert"
 )
 
 // TestExecutorGolden admits every testdata/executor/<case>.pod.yaml against the informer cache
@@ -42,21 +47,42 @@ func cachedGolden(t *testing.T, dir string, handler func(client.Reader) admissio
 	}
 }
 
-// cacheFrom is a fake client holding the pods of a List file: the handlers only read it, as they
-// read the informer cache.
+// cacheFrom is a fake client holding the pods and StatefulSets of a List file, with the index of
+// StatefulSets by their controller that driverset's cache has (convert.IndexController): the
+// handlers only read it, as they read the informer cache.
 func cacheFrom(t testing.TB, path string, opts ...func(*fake.ClientBuilder)) client.Reader {
 	t.Helper()
 	y, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list corev1.PodList
+	var list struct {
+		metav1.TypeMeta `json:",inline"`
+		Items           []json.RawMessage `json:"items"`
+	}
 	if err := yaml.UnmarshalStrict(y, &list); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	b := fake.NewClientBuilder()
-	for i := range list.Items {
-		b = b.WithObjects(&list.Items[i])
+	b := fake.NewClientBuilder().WithIndex(&appsv1.StatefulSet{}, convert.IndexController,
+		func(o client.Object) []string { return convert.ControllerUID(o) })
+	for i, raw := range list.Items {
+		var kind metav1.TypeMeta
+		if err := json.Unmarshal(raw, &kind); err != nil {
+			t.Fatalf("%s: item %d: %v", path, i, err)
+		}
+		var obj client.Object
+		switch kind.Kind {
+		case "Pod":
+			obj = &corev1.Pod{}
+		case "StatefulSet":
+			obj = &appsv1.StatefulSet{}
+		default:
+			t.Fatalf("%s: item %d: kind %q, want Pod or StatefulSet", path, i, kind.Kind)
+		}
+		if err := yaml.UnmarshalStrict(raw, obj); err != nil {
+			t.Fatalf("%s: item %d: %v", path, i, err)
+		}
+		b = b.WithObjects(obj)
 	}
 	for _, o := range opts {
 		o(b)

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -134,23 +135,58 @@ func TestExecutorDecides(t *testing.T) {
 				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "twin-driver-0", Namespace: "analytics", UID: "uid-twin-0",
 				Labels: map[string]string{contract.LabelDriver: "someone-else", contract.LabelSparkRole: contract.RoleDriver}}},
-		)}, want: unchanged, message: "pod twin-driver-0 is not the driver pod of placeholder twin-driver"},
+		), withStatefulSets(statefulSetOf("twin-driver", "uid-twin-s", "twin-driver", "uid-twin"))},
+			want: unchanged, message: "pod twin-driver-0 is not the driver pod of placeholder twin-driver"},
 		{name: "a placeholder admitted with the 32-bit name: its S-0 of that name", pod: func(p *corev1.Pod) {
 			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = legacyPlaceholder, "uid-legacy"
 		}, cache: []func(*fake.ClientBuilder){withPods(
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: legacyPlaceholder, Namespace: "analytics", UID: "uid-legacy",
 				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
-			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: contract.LegacyNamesFor(legacyPlaceholder).DriverPodName(), Namespace: "analytics", UID: "uid-legacy-0",
-				Labels: map[string]string{contract.LabelDriver: contract.LegacyNamesFor(legacyPlaceholder).StatefulSet, contract.LabelSparkRole: contract.RoleDriver}}},
-		)}, want: patchedOK, message: "pointed at driver pod " + contract.LegacyNamesFor(legacyPlaceholder).DriverPodName()},
+			driverPodOf(contract.LegacyNamesFor(legacyPlaceholder).StatefulSet, "uid-legacy-s"),
+		), withStatefulSets(statefulSetOf(contract.LegacyNamesFor(legacyPlaceholder).StatefulSet, "uid-legacy-s", legacyPlaceholder, "uid-legacy"))},
+			want: patchedOK, message: "pointed at driver pod " + contract.LegacyNamesFor(legacyPlaceholder).DriverPodName()},
+		// S is the StatefulSet the placeholder controls, whatever its name: a name this build
+		// computes is only a guess, checked against the controller reference (issue 34).
+		{name: "S under a third name (a rollback across a naming change): its S-0, found by S's controller reference", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "rolled-back-driver", "uid-rolled-back"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rolled-back-driver", Namespace: "analytics", UID: "uid-rolled-back",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+			driverPodOf("renamed-by-another-build", "uid-renamed-s"),
+		), withStatefulSets(statefulSetOf("renamed-by-another-build", "uid-renamed-s", "rolled-back-driver", "uid-rolled-back"))},
+			want: patchedOK, message: "pointed at driver pod renamed-by-another-build-0"},
+		{name: "the S of this build's name is an earlier placeholder's (same name, another UID): no driver yet", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "again-driver", "uid-again-2"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "again-driver", Namespace: "analytics", UID: "uid-again-2",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+			driverPodOf("again-driver", "uid-again-s1"),
+		), withStatefulSets(statefulSetOf("again-driver", "uid-again-s1", "again-driver", "uid-again-1"))},
+			want: unchanged, message: "placeholder again-driver has no StatefulSet"},
+		{name: "S-0 of S's name is an earlier S's (another UID): not the driver pod", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "stale-driver", "uid-stale"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stale-driver", Namespace: "analytics", UID: "uid-stale",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+			driverPodOf("stale-driver", "uid-stale-s-earlier"),
+		), withStatefulSets(statefulSetOf("stale-driver", "uid-stale-s", "stale-driver", "uid-stale"))},
+			want: unchanged, message: "pod stale-driver-0 is not the driver pod of placeholder stale-driver"},
+		{name: "listing the StatefulSets fails: allowed unchanged, warned", pod: func(p *corev1.Pod) {
+			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "rolled-back-driver", "uid-rolled-back"
+		}, cache: []func(*fake.ClientBuilder){withPods(
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rolled-back-driver", Namespace: "analytics", UID: "uid-rolled-back",
+				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
+		), failing("no pod of this name")},
+			want: unchanged, message: "could not be looked up", warning: errCacheDown.Error()},
 		{name: "S-0 in the cache without a UID: convert refuses, allowed unchanged, warned", pod: func(p *corev1.Pod) {
 			p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "nouid-driver", "uid-nouid"
 		}, cache: []func(*fake.ClientBuilder){withPods(
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nouid-driver", Namespace: "analytics", UID: "uid-nouid",
 				Labels: map[string]string{contract.LabelPlaceholder: "true", contract.LabelSparkRole: contract.RoleDriver}}},
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nouid-driver-0", Namespace: "analytics",
-				Labels: map[string]string{contract.LabelDriver: "nouid-driver", contract.LabelSparkRole: contract.RoleDriver}}},
-		)}, want: unchanged, message: "left as Spark made it", warning: "is not persisted"},
+				Labels:          map[string]string{contract.LabelDriver: "nouid-driver", contract.LabelSparkRole: contract.RoleDriver},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "nouid-driver", UID: "uid-nouid-s", Controller: ptr.To(true)}}}},
+		), withStatefulSets(statefulSetOf("nouid-driver", "uid-nouid-s", "nouid-driver", "uid-nouid"))}, want: unchanged, message: "left as Spark made it", warning: "is not persisted"},
 		{name: "an unparsable URL: tied to S-0, the URL left, warned", pod: func(p *corev1.Pod) {
 			for i, e := range p.Spec.Containers[0].Env {
 				if e.Name == contract.EnvDriverURL {
@@ -334,6 +370,31 @@ func placeholderExecutor(sts string) *corev1.Pod {
 
 func withStatefulSet(s func() *appsv1.StatefulSet) func(*fake.ClientBuilder) {
 	return func(b *fake.ClientBuilder) { b.WithObjects(s()) }
+}
+
+// withStatefulSets adds StatefulSets to the cache.
+func withStatefulSets(sets ...*appsv1.StatefulSet) func(*fake.ClientBuilder) {
+	return func(b *fake.ClientBuilder) {
+		for _, s := range sets {
+			b.WithObjects(s)
+		}
+	}
+}
+
+// statefulSetOf is driverset's StatefulSet name (UID uid) in "analytics", controlled by the
+// placeholder owner (UID ownerUID).
+func statefulSetOf(name string, uid types.UID, owner string, ownerUID types.UID) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "analytics", UID: uid,
+		Labels:          map[string]string{contract.LabelDriver: name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner, UID: ownerUID, Controller: ptr.To(true)}}}}
+}
+
+// driverPodOf is S-0 of StatefulSet sts as the StatefulSet controller makes it, controlled by the
+// StatefulSet of that name with UID stsUID.
+func driverPodOf(sts string, stsUID types.UID) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: sts + "-0", Namespace: "analytics", UID: types.UID(sts + "-0-uid"),
+		Labels:          map[string]string{contract.LabelDriver: sts, contract.LabelSparkRole: contract.RoleDriver},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts, UID: stsUID, Controller: ptr.To(true)}}}}
 }
 
 // TestHoldIncarnation is the incarnation decision alone: the gate once, whenever an executor of

@@ -128,7 +128,7 @@ func notAboutAPlaceholder(ns string, regarding corev1.ObjectReference, related *
 	}
 	isSts := related.APIVersion == "apps/v1" && related.Kind == "StatefulSet"
 	isPod := related.APIVersion == "v1" && related.Kind == "Pod"
-	for _, n := range []contract.Names{contract.NamesFor(regarding.Name), contract.LegacyNamesFor(regarding.Name)} {
+	for _, n := range contract.CandidateNamesFor(regarding.Name) {
 		if related.Namespace == ns && (isSts && related.Name == n.StatefulSet || isPod && related.Name == n.DriverPodName()) {
 			return "", ""
 		}

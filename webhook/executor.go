@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,27 +112,53 @@ func (x *Executor) driverOf(ctx context.Context, e *corev1.Pod) (*corev1.Pod, st
 	if owner.Labels[contract.LabelPlaceholder] != "true" {
 		return nil, fmt.Sprintf("its driver pod %s is not run by driverset", owner.Name), nil
 	}
-	// A placeholder admitted by an earlier driverset keeps the names it gave (LegacyNamesFor).
-	candidates := []contract.Names{contract.NamesFor(owner.Name)}
-	if legacy := contract.LegacyNamesFor(owner.Name); legacy != candidates[0] {
-		candidates = append(candidates, legacy)
+	sts, reason, err := x.statefulSetOf(ctx, owner)
+	if sts == nil {
+		return nil, reason, err
 	}
-	for _, names := range candidates {
-		s0, why, err := x.get(ctx, e.Namespace, names.DriverPodName(),
-			fmt.Sprintf("pod %s, the driver of placeholder %s,", names.DriverPodName(), owner.Name))
-		if err != nil {
-			return nil, why, err
-		}
+	s0, why, err := x.get(ctx, e.Namespace, contract.NamesOfStatefulSet(sts.Name).DriverPodName(),
+		fmt.Sprintf("pod %s-0, the driver of placeholder %s,", sts.Name, owner.Name))
+	switch {
+	case s0 == nil:
+		return nil, why, err
+	case !isDriversetDriver(s0, sts.Name) || !metav1.IsControlledBy(s0, sts):
+		// Labelled by anyone, or an S-0 of an earlier S of that name that the garbage collector
+		// has not removed yet: not this placeholder's driver.
+		return nil, fmt.Sprintf("pod %s is not the driver pod of placeholder %s", s0.Name, owner.Name), nil
+	}
+	return s0, "", nil
+}
+
+// statefulSetOf finds, in the cache, the StatefulSet S that placeholder p controls: by its
+// controller reference (p's UID), whatever its name (convert.StatefulSetOf). The names this build
+// gives p (and the legacy ones) are looked up first, as a guess that holds for almost every app,
+// and kept only when p controls what they name; otherwise the cache's index of StatefulSets by
+// their controller decides. A nil S comes with the reason, and an error only when the cache could
+// not be read.
+func (x *Executor) statefulSetOf(ctx context.Context, p *corev1.Pod) (*appsv1.StatefulSet, string, error) {
+	what := "the StatefulSet of placeholder " + p.Name
+	for _, names := range contract.CandidateNamesFor(p.Name) {
+		sts := &appsv1.StatefulSet{}
+		err := x.Reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, sts)
 		switch {
-		case s0 == nil:
-			reason = why
-		case isDriversetDriver(s0, names.StatefulSet):
-			return s0, "", nil
-		default:
-			reason = fmt.Sprintf("pod %s is not the driver pod of placeholder %s", s0.Name, owner.Name)
+		case err == nil && metav1.IsControlledBy(sts, p):
+			return sts, "", nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, what + " could not be looked up", fmt.Errorf("looking up StatefulSet %s/%s: %w", p.Namespace, names.StatefulSet, err)
 		}
 	}
-	return nil, reason, nil
+	var list appsv1.StatefulSetList
+	if err := x.Reader.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{convert.IndexController: string(p.UID)}); err != nil {
+		return nil, what + " could not be looked up", fmt.Errorf("listing the StatefulSets of placeholder %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	sets := make([]metav1.Object, 0, len(list.Items))
+	for i := range list.Items {
+		sets = append(sets, &list.Items[i])
+	}
+	if s := convert.StatefulSetOf(p, sets); s != nil {
+		return s.(*appsv1.StatefulSet), "", nil
+	}
+	return nil, fmt.Sprintf("placeholder %s has no StatefulSet yet", p.Name), nil
 }
 
 // get reads pod ns/name, described by what in messages, from the cache. A pod that is not there

@@ -4,8 +4,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/inspect"
 )
 
@@ -21,7 +23,10 @@ func listCommand(e *env) *cobra.Command {
 		Short:   "The drivers that driverset runs in a namespace (-A: in every namespace)",
 		Long: `List the drivers that driverset runs: each placeholder spark-submit made, its phase, the
 restarts in this run of failures (and in all), its current driver pod and that pod's node, and
-its age. It reads the namespace's pods only (one list call), so a namespace's tenant can run it.`,
+its age. It reads the namespace's pods and driverset's StatefulSets (one list call each), so a
+namespace's tenant can run it; a driver's StatefulSet is the one its placeholder controls,
+whatever its name. One who may not list StatefulSets sees the driver pods of the names driverset
+gives.`,
 		Example: `  kubectl driverset list -n spark-jobs
 
   # every namespace you may list pods in
@@ -45,7 +50,18 @@ its age. It reads the namespace's pods only (one list call), so a namespace's te
 			if err != nil {
 				return err
 			}
-			rows := inspect.Rows(pods.Items)
+			// S is the StatefulSet a placeholder controls, whatever its name: list driverset's.
+			listed := inspect.Listed{Pods: pods.Items}
+			sets, err := client.AppsV1().StatefulSets(ns).List(c.Context(), metav1.ListOptions{LabelSelector: contract.LabelDriver})
+			switch {
+			case apierrors.IsForbidden(err):
+				listed.StatefulSetsNotVisible = true
+			case err != nil:
+				return err
+			default:
+				listed.StatefulSets = sets.Items
+			}
+			rows := inspect.Rows(listed)
 			if output != "" {
 				return printDocument(e.streams.Out, output, listDocument(rows))
 			}

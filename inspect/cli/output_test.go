@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,8 +25,9 @@ import (
 
 var created = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
-// cluster is a namespace "jobs" with one driver running on node n1 (restarted once), a driver
-// still pending in "etl", and a plain pod.
+// cluster is a namespace "jobs" with one driver running on node n1 (restarted once; its
+// StatefulSet controlled by the placeholder, its driver pod by the StatefulSet), a driver still
+// pending in "etl", and a plain pod.
 func cluster() *fake.Clientset {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", UID: "p-uid", CreationTimestamp: metav1.NewTime(created),
@@ -34,16 +36,20 @@ func cluster() *fake.Clientset {
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: contract.DriverContainerName, Args: []string{"driver"}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "pi-driver", Namespace: "jobs", UID: "s-uid",
+		Labels:          map[string]string{contract.LabelDriver: "pi-driver"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pi-driver", UID: "p-uid", Controller: ptr.To(true)}}}}
 	d := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pi-driver-0", Namespace: "jobs", UID: "d0", Labels: map[string]string{contract.LabelDriver: "pi-driver"}},
-		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: contract.DriverContainerName}, {Name: "istio-proxy"}}},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		ObjectMeta: metav1.ObjectMeta{Name: "pi-driver-0", Namespace: "jobs", UID: "d0", Labels: map[string]string{contract.LabelDriver: "pi-driver"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "pi-driver", UID: "s-uid", Controller: ptr.To(true)}}},
+		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: contract.DriverContainerName}, {Name: "istio-proxy"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etl-driver", Namespace: "etl", CreationTimestamp: metav1.NewTime(created),
 		Labels: map[string]string{contract.LabelPlaceholder: "true"}}}
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "jobs"}}
-	return fake.NewClientset(p, d, node, pending, plain)
+	return fake.NewClientset(p, sts, d, node, pending, plain)
 }
 
 func in(c kubernetes.Interface, ns string) func() (kubernetes.Interface, string, error) {
@@ -54,7 +60,7 @@ func in(c kubernetes.Interface, ns string) func() (kubernetes.Interface, string,
 func TestStatusOutput(t *testing.T) {
 	want := DriverStatus{
 		TypeMeta:  TypeMeta{APIVersion: "driverset.dev/v1", Kind: "DriverStatus"},
-		Namespace: "jobs", Name: "pi-driver", AppID: "spark-123", Phase: "Running", Outcome: "Running",
+		Namespace: "jobs", Name: "pi-driver", AppID: "spark-123", Phase: "Running", Outcome: "Running", StatefulSet: "pi-driver", Service: "pi-driver-ds",
 		DriverPod: "pi-driver-0 (uid d0), Running", Node: "n1: Ready",
 		Restarts: 1, TotalRestarts: 1, MaxRestarts: 3, RestartWindow: "1h0m0s", Recoveries: ptr.To(0),
 	}
