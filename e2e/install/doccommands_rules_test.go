@@ -43,7 +43,7 @@ func docCommandRules() []docRule {
 			"what helm test and helm uninstall's hooks run"},
 		{prefix: "kubectl driverset check ", check: checkCheck},
 		{prefix: "kubectl -n spark-jobs create rolebinding driverset-heartbeat ", check: checkHeartbeatRole},
-		{prefix: "kubectl -n driverset-system delete secret/driverset-ca lease/driverset.driverset.dev", skip: "for a Helm install " +
+		{prefix: "kubectl -n driverset-system delete secret/driverset-ca secret/driverset-seal lease/driverset.driverset.dev", skip: "for a Helm install " +
 			"or a namespace kept: here install.yaml's delete took the namespace driverset-system, and them with it"},
 		{prefix: "kubectl delete pod <driver>", skip: "stops an app; here, driverset being uninstalled, its placeholder would wait " +
 			"for uninstall-cleanup (as the next paragraph says); e2e's TestDeletingThePlaceholderCollectsEverything runs it"},
