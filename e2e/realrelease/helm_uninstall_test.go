@@ -87,15 +87,7 @@ func TestHelmUninstallLetsGoAStrandedDriver(t *testing.T) {
 	c := cluster.Client
 	run := func(name string, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.KubeconfigPath)
-		start := time.Now()
-		out, err := cmd.CombinedOutput()
-		t.Logf("$ %s %s   (%s)\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
-		if err != nil {
-			t.Fatalf("%s: %v", filepath.Base(name), err)
-		}
-		return string(out)
+		return runIn(ctx, t, cluster, name, args...)
 	}
 
 	const ns = "driverset-system"
@@ -220,6 +212,21 @@ func TestHelmUninstallLetsGoAStrandedDriver(t *testing.T) {
 		return slices.Equal(left, leftAfterUninstall), nil
 	}, func() string { return strings.Join(left, " ") })
 	t.Logf("left in %s, as docs/install.md says: %v; the test took %s", ns, left, time.Since(started).Round(time.Second))
+}
+
+// runIn runs name with args against cluster (its KUBECONFIG), logs what it printed and how long it
+// took, fails the test unless it exited 0, and returns its output.
+func runIn(ctx context.Context, t *testing.T, cluster *testbed.Cluster, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.KubeconfigPath)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("$ %s %s   (%s)\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(name), err)
+	}
+	return string(out)
 }
 
 // imageArchives writes the pause image and driverset's (built from this repository) into dir.
