@@ -1,8 +1,9 @@
 //go:build testbed
 
-// Package realrelease installs a release from its folder alone on real nodes: what a platform
-// team does with dist/. A test bed of its own (one real node), not e2e/realnode's, whose shared
-// install from the repository's manifests this one would replace.
+// Package realrelease installs driverset as a platform team does, on real nodes: a release from
+// its folder alone (dist/: install.yaml applied, the chart by the helm CLI), and the chart's whole
+// Helm life, uninstall hook included. Each on a test bed of its own (one real node), not
+// e2e/realnode's, whose shared install from the repository's manifests these would replace.
 package realrelease
 
 import (
