@@ -20,11 +20,11 @@ export GOWORK := off
 # failed, and fails when one did.
 in-modules = status=0; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(1)) || status=1; done; exit $$status
 
-.PHONY: test test-unit prometheus-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real demo-stream lint build plugin chart-docs release release-check
+.PHONY: test test-unit prometheus-bin helm-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real demo-stream lint build plugin chart-docs release release-check
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
-test: testbed-bin node-packages spark-artifacts prometheus-bin
-	@$(call in-modules,DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_PROMETHEUS_BIN="$(PROMETHEUS_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...)
+test: testbed-bin node-packages spark-artifacts prometheus-bin helm-bin
+	@$(call in-modules,DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_PROMETHEUS_BIN="$(PROMETHEUS_BIN)" DRIVERSET_HELM_BIN="$(HELM_BIN)" $(GO) test -tags testbed -count=1 -p 1 -timeout 60m ./...)
 
 ## test-unit: the fast tests alone (no binaries, seconds)
 test-unit:
@@ -50,9 +50,9 @@ bench-stream: testbed-bin node-packages spark-artifacts
 e2e-real: testbed-bin node-packages spark-artifacts
 	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m $(if $(RUN),-run '$(RUN)') ./realnode/
 
-## e2e-release: a release installed from its folder alone on a real node (root): the image imported, install.yaml applied, driverset Ready; builds one for the host's platform alone unless DRIVERSET_RELEASE_DIR=dist
-e2e-release: testbed-bin node-packages
-	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 20m ./realrelease/
+## e2e-release: a release installed from its folder alone on a real node (root): the image imported, install.yaml applied, driverset Ready; builds one for the host's platform alone unless DRIVERSET_RELEASE_DIR=dist; and helm uninstall's hook letting go a stranded driver
+e2e-release: testbed-bin node-packages helm-bin
+	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_HELM_BIN="$(HELM_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 20m ./realrelease/
 
 ## chaos: many apps through random faults on the KWOK test bed, every invariant checked; SIZE=short (the default, also in `make e2e`) or long (by hand); SEED=n replays a run
 chaos: testbed-bin
@@ -73,6 +73,14 @@ PROMETHEUS_BIN = $(shell hack/prometheus-build.sh)
 ## prometheus-bin: build (or find) promtool and prometheus (alert-rule tests) and print their folder
 prometheus-bin:
 	@hack/prometheus-build.sh
+
+# The helm CLI the docs' helm commands run with: the version e2e/go.mod pins, built once into
+# ~/.cache/driverset-testbed (about 3.5 min cold), then reused.
+HELM_BIN = $(shell hack/helm-build.sh)
+
+## helm-bin: build (or find) the helm CLI of the version e2e/go.mod pins and print its folder
+helm-bin:
+	@hack/helm-build.sh
 
 ## testbed-bin: build (or find) the test bed's binaries and print their folder
 testbed-bin:

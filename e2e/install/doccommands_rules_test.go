@@ -38,13 +38,13 @@ func docCommandRules() []docRule {
 			"TestInstallOnTheTestBed applies the overlay server-side against cert-manager's own CRDs"},
 		{prefix: "kubectl apply --server-side -k manifests/overlays/namespaced", skip: "an admin copies the overlay and lists " +
 			"their namespaces in it first; TestNamespacedInstall applies it on the test bed, driverset running under its RBAC alone"},
-		{prefix: "helm ", skip: "the test bed has no helm binary: TestInstallOnTheTestBed renders the chart with Helm's own " +
-			"library and applies it server-side, its helm test hooks for real; TestChartHelmTest and TestChartUninstallHook check " +
-			"what helm test and helm uninstall's hooks run"},
+		{prefix: "helm install ", check: checkInstalled},
+		{prefix: "helm test ", check: checkHelmTest},
+		{prefix: "helm upgrade ", before: recordImage, check: checkUpgradedImage},
+		{prefix: "helm uninstall ", before: startAppForUninstall, check: checkHelmUninstalled},
+		{prefix: "kubectl -n driverset-system delete secret/", check: checkNothingLeft},
 		{prefix: "kubectl driverset check ", check: checkCheck},
 		{prefix: "kubectl -n spark-jobs create rolebinding driverset-heartbeat ", check: checkHeartbeatRole},
-		{prefix: "kubectl -n driverset-system delete secret/driverset-ca lease/driverset.driverset.dev", skip: "for a Helm install " +
-			"or a namespace kept: here install.yaml's delete took the namespace driverset-system, and them with it"},
 		{prefix: "kubectl delete pod <driver>", skip: "stops an app; here, driverset being uninstalled, its placeholder would wait " +
 			"for uninstall-cleanup (as the next paragraph says); e2e's TestDeletingThePlaceholderCollectsEverything runs it"},
 		{prefix: "kubectl run driverset-check ", check: checkGated},
@@ -83,8 +83,9 @@ func docPlaceholders(b *docBed) []docPlaceholder {
 		{regexp.MustCompile(`<driver>`), quickstartDriver},
 		{regexp.MustCompile(`<ns>`), usageNamespace},
 		{regexp.MustCompile(`(^| )N( |$)`), "${1}" + b.poweredOff + "${2}"},
-		// The repository's scripts, run from the test's folder.
+		// The repository's scripts and chart, run from the test's folder.
 		{regexp.MustCompile(`(^|[ =])hack/`), "${1}" + b.root + "/hack/"},
+		{regexp.MustCompile(`(^| )charts/`), "${1}" + b.root + "/charts/"},
 	}
 }
 

@@ -47,16 +47,28 @@ type docBed struct {
 	poweredOff string
 	// uids are the driver pods (<sts>-0) each status saw, by placeholder.
 	uids map[string][]string
+	// image is the Deployment's image before a helm upgrade.
+	image string
+	// runs are the run-once pods of driverset's image the stand-in ran (standInForRunOncePods).
+	runs *podRuns
 }
 
 // The commands of the quick start, docs/install.md and docs/usage.md, run in bash as written
 // (placeholders substituted from docPlaceholders) against the test bed, one after another, in the
-// order of documentedSections: what each prints is checked where the docs say what it prints.
-// What the test bed cannot be, it stands in for, each time said where: KWOK runs no container,
-// so driverset runs beside the test bed as its ServiceAccount, and a MutatingAdmissionPolicy of
-// the test points the apiserver at it where the webhook Service would route to its pods.
+// order of each of documentedPaths (install.yaml, Helm), each path on a bed of its own: what each
+// prints is checked where the docs say what it prints. What the test bed cannot be, it stands in
+// for, each time said where: KWOK runs no container, so driverset runs beside the test bed as its
+// ServiceAccount, and a MutatingAdmissionPolicy of the test points the apiserver at it where the
+// webhook Service would route to its pods; the run-once pods of driverset's image (helm test's,
+// the uninstall hook Job's) have their command run beside the bed as their ServiceAccount, its
+// exit made theirs.
 func TestDocumentedCommandsRun(t *testing.T) {
-	cmds := documentedCommands(t)
+	for _, p := range documentedPaths() {
+		t.Run(p.Name, func(t *testing.T) { runDocumented(t, documentedCommands(t, p.Sections)) })
+	}
+}
+
+func runDocumented(t *testing.T, cmds []docCommand) {
 	b := startDocBed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -95,7 +107,7 @@ func startDocBed(t *testing.T) *docBed {
 	c := testbed.StartT(t, testbed.Options{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b := &docBed{c: c, root: moduleRoot(t), dir: t.TempDir(), bin: t.TempDir(), uids: map[string][]string{}}
+	b := &docBed{c: c, root: moduleRoot(t), dir: t.TempDir(), bin: t.TempDir(), uids: map[string][]string{}, runs: &podRuns{}}
 	for _, build := range []struct{ out, pkg string }{{"driverset", "./cmd/driverset"}, {"kubectl-driverset", "./cmd/kubectl-driverset"}} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(b.bin, build.out), build.pkg)
 		cmd.Dir = b.root
@@ -103,8 +115,14 @@ func startDocBed(t *testing.T) *docBed {
 			t.Fatalf("go build %s: %v\n%s", build.pkg, err, out)
 		}
 	}
-	if err := os.Symlink(kubectl(t), filepath.Join(b.bin, "kubectl")); err != nil {
+	helm, err := harness.HelmBinary(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"kubectl": kubectl(t), "helm": helm} {
+		if err := os.Symlink(target, filepath.Join(b.bin, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b.env = append(os.Environ(), "PATH="+b.bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.KubeconfigPath, "KUBECTL="+kubectl(t))
 
@@ -120,6 +138,7 @@ func startDocBed(t *testing.T) *docBed {
 	// The namespace the docs' commands name, which an admin has.
 	makeNamespace(ctx, t, c.Client, usageNamespace)
 	routeWebhooksToLocal(ctx, t, b)
+	standInForRunOncePods(t, b)
 	t.Cleanup(func() {
 		if b.ds.LogPath != "" {
 			_ = b.ds.Stop()
@@ -486,16 +505,8 @@ func runCleanupAsItsServiceAccount(ctx context.Context, t *testing.T, b *docBed,
 		strings.Join(pod.Spec.Containers[0].Args, " ") != "uninstall-cleanup" {
 		t.Fatalf("the pod runs %v as %q", pod.Spec.Containers, pod.Spec.ServiceAccountName)
 	}
-	kc := filepath.Join(t.TempDir(), "cleanup.kubeconfig")
-	cfg, err := clientcmd.LoadFromFile(b.c.KubeconfigPath)
+	kc, err := b.kubeconfigAs("driverset-cleanup", "cleanup")
 	if err != nil {
-		t.Fatal(err)
-	}
-	for _, auth := range cfg.AuthInfos {
-		auth.Impersonate = "system:serviceaccount:driverset-cleanup:cleanup"
-		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:driverset-cleanup", "system:authenticated"}
-	}
-	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(b.bin, "driverset"), append(pod.Spec.Containers[0].Args, "--kubeconfig="+kc)...)
@@ -509,6 +520,12 @@ func runCleanupAsItsServiceAccount(ctx context.Context, t *testing.T, b *docBed,
 	if !regexp.MustCompile(`^[0-9]+ object\(s\)`).MatchString(lines[len(lines)-1]) {
 		t.Errorf("its last line is %q, not the count of objects", lines[len(lines)-1])
 	}
+	checkNoFinalizers(ctx, t, b)
+}
+
+// checkNoFinalizers: no pod and no StatefulSet template of the cluster keeps driverset's finalizer.
+func checkNoFinalizers(ctx context.Context, t *testing.T, b *docBed) {
+	t.Helper()
 	pods, err := b.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -530,6 +547,21 @@ func runCleanupAsItsServiceAccount(ctx context.Context, t *testing.T, b *docBed,
 			t.Errorf("StatefulSet %s/%s's template keeps %s", s.Namespace, s.Name, raw)
 		}
 	}
+}
+
+// kubeconfigAs is a kubeconfig file (in the commands' folder) of the test bed's admin
+// impersonating ServiceAccount ns/name, with the groups a token of it has.
+func (b *docBed) kubeconfigAs(ns, name string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(b.c.KubeconfigPath)
+	if err != nil {
+		return "", err
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = "system:serviceaccount:" + ns + ":" + name
+		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	kc := filepath.Join(b.dir, ns+"."+name+".kubeconfig")
+	return kc, clientcmd.WriteToFile(*cfg, kc)
 }
 
 // freeLocalPort is a port of 127.0.0.1 free now.

@@ -24,12 +24,28 @@ type docCommand struct {
 
 func (c docCommand) String() string { return fmt.Sprintf("%s:%d %s", c.File, c.Line, c.Text) }
 
-// documentedSections are the docs whose commands the test bed runs (TestDocumentedCommandsRun),
-// in the order it runs them: the install and its check first, the quick start and the user's
-// commands on the installed driverset, the upgrade and the uninstall last. A README section not
+// docPath is one way through the docs: sections whose commands TestDocumentedCommandsRun runs in
+// order on a test bed of their own.
+type docPath struct {
+	Name     string
+	Sections []docSection
+}
+
+// documentedPaths are the docs' ways through, each in the order the test runs it. With
+// install.yaml: the install and its check first, the quick start and the user's commands on the
+// installed driverset, the upgrade and the uninstall last. With Helm: the chart installed and
+// `helm test`, upgraded, uninstalled (its hooks run), what is left deleted. A README section not
 // named here is not read; a section of docs/install.md or docs/usage.md with a ```sh block that is
 // not named here fails TestEveryDocumentedCommandIsRunOrListed.
-func documentedSections() []docSection {
+func documentedPaths() []docPath {
+	return []docPath{{"install.yaml", installYAMLSections()}, {"helm", []docSection{
+		{"docs/install.md", "Install with Helm"},
+		{"docs/install.md", "Upgrade with Helm"},
+		{"docs/install.md", "Uninstall with Helm"},
+	}}}
+}
+
+func installYAMLSections() []docSection {
 	return []docSection{
 		{"docs/install.md", "Install"},
 		{"docs/install.md", "Other ways in"},
@@ -46,7 +62,7 @@ func documentedSections() []docSection {
 	}
 }
 
-// wholeDocs are the files every ```sh block of which must be in documentedSections.
+// wholeDocs are the files every ```sh block of which must be in a section of documentedPaths.
 func wholeDocs() []string { return []string{"docs/install.md", "docs/usage.md"} }
 
 // inlineDocs are the files whose prose commands count too: an inline `kubectl …` or `helm …`.
@@ -207,7 +223,12 @@ func TestParseDocCommands(t *testing.T) {
 // listed in docCommandRules with why it is not, so that a command added to the docs cannot
 // slip past; and every rule still matches a command, so that the list does not rot.
 func TestEveryDocumentedCommandIsRunOrListed(t *testing.T) {
-	cmds := documentedCommands(t)
+	var cmds []docCommand
+	var sections []docSection
+	for _, p := range documentedPaths() {
+		cmds = append(cmds, documentedCommands(t, p.Sections)...)
+		sections = append(sections, p.Sections...)
+	}
 	if len(cmds) == 0 {
 		t.Fatal("no command read from the docs")
 	}
@@ -240,19 +261,19 @@ func TestEveryDocumentedCommandIsRunOrListed(t *testing.T) {
 	// The files read whole: no ```sh block outside the sections the test runs.
 	for _, file := range wholeDocs() {
 		for _, c := range readDocCommands(t, file) {
-			if !slices.Contains(documentedSections(), docSection{file, c.Section}) {
-				t.Errorf("%s: in section %q, which documentedSections does not name", c, c.Section)
+			if !slices.Contains(sections, docSection{file, c.Section}) {
+				t.Errorf("%s: in section %q, which documentedPaths does not name", c, c.Section)
 			}
 		}
 	}
 }
 
-// documentedCommands are the commands of documentedSections, in their order.
-func documentedCommands(t testing.TB) []docCommand {
+// documentedCommands are the commands of sections, in their order.
+func documentedCommands(t testing.TB, sections []docSection) []docCommand {
 	t.Helper()
 	var out []docCommand
 	byFile := map[string][]docCommand{}
-	for _, s := range documentedSections() {
+	for _, s := range sections {
 		if _, ok := byFile[s.File]; !ok {
 			byFile[s.File] = readDocCommands(t, s.File)
 		}
@@ -270,8 +291,9 @@ func documentedCommands(t testing.TB) []docCommand {
 	return out
 }
 
-// runnable is a command the test runs as written, in bash: kubectl (and its plugin), the
-// driverset binary, and the repository's own scripts.
+// runnable is a command the test runs as written, in bash: kubectl (and its plugin), helm (built
+// from the version e2e/go.mod pins: hack/helm-build.sh), the driverset binary, and the
+// repository's own scripts.
 func runnable(text string) bool {
 	fields := strings.Fields(text)
 	for len(fields) > 0 && strings.Contains(fields[0], "=") { // NAME=value before the program
@@ -281,7 +303,7 @@ func runnable(text string) bool {
 		return false
 	}
 	switch prog := fields[0]; {
-	case prog == "kubectl", prog == "driverset", prog == "kubectl-driverset", strings.HasPrefix(prog, "hack/"):
+	case prog == "kubectl", prog == "helm", prog == "driverset", prog == "kubectl-driverset", strings.HasPrefix(prog, "hack/"):
 		return true
 	case prog == "source": // source <(kubectl-driverset completion bash)
 		return len(fields) > 1 && strings.HasPrefix(fields[1], "<(kubectl-driverset")

@@ -1,8 +1,9 @@
 //go:build testbed
 
-// Package realrelease installs a release from its folder alone on real nodes: what a platform
-// team does with dist/. A test bed of its own (one real node), not e2e/realnode's, whose shared
-// install from the repository's manifests this one would replace.
+// Package realrelease installs driverset as a platform team does, on real nodes: a release from
+// its folder alone (dist/: install.yaml applied, the chart by the helm CLI), and the chart's whole
+// Helm life, uninstall hook included. Each on a test bed of its own (one real node), not
+// e2e/realnode's, whose shared install from the repository's manifests these would replace.
 package realrelease
 
 import (
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -20,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -116,26 +117,43 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		installed(ctx, t, "install.yaml", objs, pause, archive, pinned)
+		apply := func(ctx context.Context, _ *testing.T, cluster *testbed.Cluster) error {
+			return harness.Apply(ctx, cluster.Config, objs)
+		}
+		installed(ctx, t, "install.yaml", apply, nil, pause, archive, pinned)
 	})
 	t.Run("chart", func(t *testing.T) {
 		charts, err := filepath.Glob(filepath.Join(dist, "driverset-*.tgz"))
 		if err != nil || len(charts) != 1 {
 			t.Fatalf("dist/ holds charts %v (%v), want one", charts, err)
 		}
-		objs, err := helmInstallObjects(charts[0], "driverset", "driverset-system")
+		helm, err := harness.HelmBinary(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		installed(ctx, t, filepath.Base(charts[0]), objs, pause, archive, pinned)
+		// docs/install.md's Install with Helm, the released chart in place of charts/driverset:
+		// no --set, its default image the release's by digest; then its test hook, for real.
+		install := func(ctx context.Context, t *testing.T, cluster *testbed.Cluster) error {
+			runIn(ctx, t, cluster, helm, "install", "driverset", charts[0], "-n", "driverset-system", "--create-namespace")
+			return nil
+		}
+		test := func(ctx context.Context, t *testing.T, cluster *testbed.Cluster) {
+			out := runIn(ctx, t, cluster, helm, "test", "driverset", "-n", "driverset-system")
+			if !regexp.MustCompile(`(?m)^Phase:\s+Succeeded$`).MatchString(out) {
+				t.Errorf("helm test printed no Phase: Succeeded")
+			}
+		}
+		installed(ctx, t, filepath.Base(charts[0]), install, test, pause, archive, pinned)
 	})
 }
 
 // installed starts a test bed with one real node that has the released image (archive) and the
-// pause image, applies objs (what the release's install.yaml or chart makes), and checks that
-// driverset's replicas are Ready on the pinned image and that its webhook converts an opted-in
-// driver pod (the README's install check).
-func installed(ctx context.Context, t *testing.T, what string, objs []*unstructured.Unstructured, pause, archive, pinned string) {
+// pause image, installs driverset with install (the release's install.yaml applied, or its chart
+// installed by the helm CLI), and checks that driverset's replicas are Ready on the pinned image
+// and that its webhook converts an opted-in driver pod (the README's install check); then runs
+// then, when given.
+func installed(ctx context.Context, t *testing.T, what string, install func(context.Context, *testing.T, *testbed.Cluster) error,
+	then func(context.Context, *testing.T, *testbed.Cluster), pause, archive, pinned string) {
 	// Not in t.TempDir: a failed run keeps the test bed's logs there.
 	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
 	if err != nil {
@@ -168,12 +186,12 @@ func installed(ctx context.Context, t *testing.T, what string, objs []*unstructu
 	start = time.Now()
 	c := cluster.Client
 	const ns = "driverset-system"
-	// helm install does not make the release's namespace (install.yaml has it: applying it again
-	// changes nothing).
+	// The namespace first (install.yaml has it: applying it again changes nothing; helm's
+	// --create-namespace takes it as it is).
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if err := harness.Apply(ctx, cluster.Config, objs); err != nil {
+	if err := install(ctx, t, cluster); err != nil {
 		t.Fatal(err)
 	}
 	var last string
@@ -239,5 +257,8 @@ func installed(ctx context.Context, t *testing.T, what string, objs []*unstructu
 	// The README's install check: a server-side dry-run of an opted-in driver comes back gated.
 	if err := testbed.WaitConverts(ctx, c, "apache/spark", 2*time.Minute); err != nil {
 		t.Fatalf("the driverset of the released %s: %v", what, err)
+	}
+	if then != nil {
+		then(ctx, t, cluster)
 	}
 }
