@@ -30,6 +30,13 @@ const maxLabelValue = 63
 // 8 digits of a random UID tell an app's incarnations apart (a clash, one in 4 billion per pair,
 // costs one failed start, which the next incarnation does not repeat).
 func IncarnationAppID(appID, uid string) (string, error) {
+	return incarnationAppID(appID, uid, maxLabelValue)
+}
+
+// incarnationAppID is IncarnationAppID with the id at most limit characters long (limit at most
+// maxLabelValue): appID is cut from its end as far as it must be, the suffix kept whole. Spark's
+// ids are spark-<32 random hex digits>, so what remains still tells apps apart.
+func incarnationAppID(appID, uid string, limit int) (string, error) {
 	hex := strings.ToLower(strings.ReplaceAll(uid, "-", ""))
 	if len(hex) < 8 || strings.Trim(hex[:8], "0123456789abcdef") != "" {
 		return "", fmt.Errorf("--%s: incarnation %q is not a pod UID", FlagIncarnation, uid)
@@ -37,6 +44,9 @@ func IncarnationAppID(appID, uid string) (string, error) {
 	id := appID + "-" + hex[:8]
 	if len(id) > maxLabelValue {
 		return "", fmt.Errorf("--%s: app id %s with its incarnation is longer than %d characters, too long for Spark's executor labels", FlagSparkAppID, appID, maxLabelValue)
+	}
+	if cut := len(id) - limit; cut > 0 {
+		id = strings.TrimRight(appID[:len(appID)-cut], "-") + "-" + hex[:8]
 	}
 	return id, nil
 }
@@ -54,7 +64,8 @@ func (o Options) DriverCommand() ([]string, error) {
 	if o.Incarnation == "" {
 		return nil, fmt.Errorf("--%s needs --%s", FlagSparkAppID, FlagIncarnation)
 	}
-	id, err := IncarnationAppID(o.SparkAppID, o.Incarnation)
+	// Cut to fit the names of Spark's StatefulSet allocator when the driver uses it.
+	id, err := incarnationAppID(o.SparkAppID, o.Incarnation, appIDLimit(o.Command))
 	if err != nil {
 		return nil, err
 	}
