@@ -78,3 +78,40 @@ func (o Options) DriverCommand() ([]string, error) {
 	}
 	return nil, fmt.Errorf("the driver command sets no %s%s (--conf) to give the incarnation's app id %s", appIDSetting, o.SparkAppID, id)
 }
+
+// IncarnationOf reports whether Spark app id id is one that a driver of the app submitted as
+// appID may run with: appID itself (an id with no room for a suffix is shared, and a DStream
+// restores its first incarnation's from its checkpoint) or an incarnation's id, whole or cut to
+// fit Spark's StatefulSet allocator (incarnationAppID). Any UID's suffix is taken: every
+// incarnation's, the current one's and earlier ones'.
+func IncarnationOf(appID, id string) bool {
+	if appID == "" {
+		return false
+	}
+	if id == appID {
+		return true
+	}
+	prefix, suffix, ok := cutSuffix(id)
+	if !ok {
+		return false
+	}
+	for _, limit := range []int{maxLabelValue, maxStatefulSetAppID} {
+		if want, err := incarnationAppID(appID, suffix, limit); err == nil && want == prefix+"-"+suffix {
+			return true
+		}
+	}
+	return false
+}
+
+// cutSuffix splits an incarnation's id at its suffix: "-" and 8 lower-case hexadecimal digits.
+func cutSuffix(id string) (prefix, suffix string, ok bool) {
+	const n = 8
+	if len(id) < n+2 || id[len(id)-n-1] != '-' {
+		return "", "", false
+	}
+	suffix = id[len(id)-n:]
+	if strings.Trim(suffix, "0123456789abcdef") != "" {
+		return "", "", false
+	}
+	return id[:len(id)-n-1], suffix, true
+}
