@@ -52,7 +52,8 @@ func incarnationAppID(appID, uid string, limit int) (string, error) {
 }
 
 // DriverCommand is the command wrap runs: o.Command, where o.SparkAppID is set, with its
-// "--conf spark.app.id=<o.SparkAppID>" given the incarnation's id (IncarnationAppID). The
+// "--conf spark.app.id=<o.SparkAppID>" given the incarnation's id (IncarnationAppID, cut to
+// fit the names of Spark's StatefulSet allocator when the command chooses it: appIDLimit). The
 // pair must be there: a driver started with the submitted id would be refused by its own event
 // log, or delete the submission's driver Service when it stops. A later argument that only
 // looks the same is the job's (it follows the primary resource), so only the first pair is
@@ -64,7 +65,6 @@ func (o Options) DriverCommand() ([]string, error) {
 	if o.Incarnation == "" {
 		return nil, fmt.Errorf("--%s needs --%s", FlagSparkAppID, FlagIncarnation)
 	}
-	// Cut to fit the names of Spark's StatefulSet allocator when the driver uses it.
 	id, err := incarnationAppID(o.SparkAppID, o.Incarnation, appIDLimit(o.Command))
 	if err != nil {
 		return nil, err
