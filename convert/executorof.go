@@ -47,8 +47,8 @@ func ExecutorOfApp(e *corev1.Pod, driverPod string, placeholder types.UID, appID
 	return ref.Name == driverPod || placeholder != "" && ref.UID == placeholder
 }
 
-// ExecutorSet is the name of Spark's executor StatefulSet that controls e, "" when e's controller
-// is none (e.g. a driver pod).
+// ExecutorSet is the name of the StatefulSet that controls e (Spark's StatefulSet allocator), ""
+// when its controller is anything else (a driver pod) or nothing.
 func ExecutorSet(e *corev1.Pod) string {
 	ref := metav1.GetControllerOfNoCopy(e)
 	if ref == nil || ref.APIVersion != "apps/v1" || ref.Kind != "StatefulSet" {
