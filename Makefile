@@ -20,7 +20,7 @@ export GOWORK := off
 # failed, and fails when one did.
 in-modules = status=0; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(1)) || status=1; done; exit $$status
 
-.PHONY: test test-unit prometheus-bin helm-bin e2e compat e2e-real e2e-release e2e-streams bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real demo-stream lint build plugin chart-docs release release-check
+.PHONY: test test-unit prometheus-bin helm-bin e2e compat e2e-real e2e-release e2e-streams e2e-spark-alloc bench-stream chaos spark-artifacts node-packages bench testbed-bin testbed-up testbed-down demo demo-real demo-stream lint build plugin chart-docs release release-check
 
 ## test: every test, the test-bed scenarios included (real nodes too: needs root), one package at a time (what CI runs)
 test: testbed-bin node-packages spark-artifacts prometheus-bin helm-bin
@@ -41,6 +41,10 @@ compat:
 ## e2e-streams: every streaming case on real nodes (each version with the stateless, stateful and PySpark query, killed, cut off, or throwing; DStream apps on 3.5.6, killed, with the event log, resubmitted under another name; about 20 min); make test runs two of them
 e2e-streams: testbed-bin node-packages spark-artifacts
 	cd e2e && DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff|TestDStreamResubmittedUnderAnotherNameThenItsNodeIsLost' ./realnode/
+
+## e2e-spark-alloc: Spark's other executor allocations on real nodes (root), a batch job through its driver's node kill: the StatefulSet allocator on each Spark version (the same job without driverset first), OnDemand executor claims on 3.5.6; about 7 min
+e2e-spark-alloc: testbed-bin node-packages spark-artifacts
+	cd e2e && DRIVERSET_SPARK_ALLOC=1 DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark(StatefulSetAllocator|ExecutorClaims)ThroughNodeLoss$$' ./realnode/
 
 ## bench-stream: a stream's downtime through the loss of its driver's node, side by side on real nodes (root): with driverset (killed + taint; cut off + self-fence) and without it (never resumes); what each downtime is made of; about 10 min
 bench-stream: testbed-bin node-packages spark-artifacts

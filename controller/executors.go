@@ -121,11 +121,18 @@ func planStaleExecutors(s *Snapshot) gatePlan {
 }
 
 // planExecutorDelete is how executor e goes, nil while it is waited for; need when e's Node must
-// be read from the apiserver first. One on a node proven down (provenDown: deleted, or out of
+// be read from the apiserver first. One that Spark's executor StatefulSet controls is waited for
+// until the garbage collector deletes it. One on a node proven down (provenDown: deleted, or out of
 // service; on the cache, then on the apiserver) is force-deleted at once, as the driver pod there;
 // one already terminating on a node that is gone or not Ready is force-deleted, since no kubelet
 // will ever confirm its end; one terminating on a Ready node is waited for.
 func planExecutorDelete(e *corev1.Pod, s *Snapshot) (del *deleteExecutorStep, need bool) {
+	if e.DeletionTimestamp == nil && convert.ExecutorSet(e) != "" {
+		// Spark's StatefulSet allocator: the set would make the pod again at once. The garbage
+		// collector deletes the set when its owner, the incarnation's S-0, is gone, and its pods
+		// with it; one left Terminating on a lost node is then force-deleted below.
+		return nil, false
+	}
 	name := e.Spec.NodeName
 	cached := s.ExecutorNodes[name].Value
 	force := false
@@ -168,9 +175,10 @@ func stale(e, p, driver *corev1.Pod) bool {
 }
 
 // ofApp reports whether executor e belongs to the app of placeholder p, whose driver pods are named
-// driverName: convert.ExecutorOfApp, the rule the incarnation webhook holds a new incarnation by.
+// driverName and whose submitted app id is p's spark-app-selector: convert.ExecutorOfApp, the rule
+// the incarnation webhook holds a new incarnation by.
 func ofApp(e, p *corev1.Pod, driverName string) bool {
-	return convert.ExecutorOfApp(e, driverName, p.UID)
+	return convert.ExecutorOfApp(e, driverName, p.UID, p.Labels[contract.LabelSparkAppSelector])
 }
 
 // dropExecutorsOf deletes the executors of S-0, an incarnation about to be force-deleted on its

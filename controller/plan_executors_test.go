@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/driverset/driverset/contract"
 )
 
 // TestPlanStaleExecutors: the executors earlier incarnations left go before S-0's gate is lifted;
@@ -27,6 +29,13 @@ func TestPlanStaleExecutors(t *testing.T) {
 		if terminating {
 			e.DeletionTimestamp = &metav1.Time{Time: t0}
 		}
+		return e
+	}
+	// Spark's StatefulSet allocator: an executor controlled by the set of an incarnation of the app.
+	p.Labels = map[string]string{contract.LabelSparkAppSelector: "spark-abc"}
+	setExecutor := func(name, node string, terminating bool) corev1.Pod {
+		e := executor(name, node, "", terminating)
+		e.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "spark-s-spark-abc-0a1b2c3d-0", UID: "set-uid", Controller: &yes}}
 		return e
 	}
 	ready := nodeWith(corev1.ConditionTrue, t0.Add(-time.Hour))
@@ -69,6 +78,13 @@ func TestPlanStaleExecutors(t *testing.T) {
 		{name: "one forced, one graceful: the gate waits for the cache",
 			s:     snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true), executor("e2", "", "inc-1", false)}, on(notReady), nil),
 			steps: []string{"force e1", "delete e2"}, note: "waits for 2 executor(s)"},
+		{name: "a set's executor on a Ready node: left to the garbage collector (its set would make it again), the gate waits",
+			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", false)}, on(ready), nil), note: "waits for 1 executor(s)"},
+		{name: "a set's executor on a node out of service: still left to the garbage collector, nothing read live",
+			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", false)}, on(outOfService), nil), note: "waits for 1 executor(s)"},
+		{name: "a set's executor the garbage collector deleted, on a node not Ready: force-deleted",
+			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", true)}, on(notReady), nil), steps: []string{"force s1", "lift unless stale live"},
+			note: "waits for 1 executor(s)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -46,7 +46,48 @@ func TestExecutorOfApp(t *testing.T) {
 		{"controlled by something else of the driver pod's name", executor(controller("apps/v1", "ReplicaSet", "pi-driver-0", "uid-rs")), placeholder, false},
 		{"controlled by a pod of another API version", executor(controller("v2", "Pod", "pi-driver-0", "uid-s0-before")), placeholder, false},
 	} {
-		if got := ExecutorOfApp(tc.e, driverPod, tc.placeholder); got != tc.want {
+		if got := ExecutorOfApp(tc.e, driverPod, tc.placeholder, "spark-abc"); got != tc.want {
+			t.Errorf("%s: ExecutorOfApp = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestExecutorOfAppUnderSparksStatefulSetAllocator: with spark.kubernetes.allocation.pods.allocator=
+// statefulset the executors' controller is Spark's StatefulSet spark-s-<app id>-<profile>, owned by
+// the driver pod (no label; driverset's cache does not hold it). It is the app's when the id in
+// its name is one of the app's incarnations' (wrap.IncarnationOf): the submitted id with an
+// incarnation's suffix, cut to fit that allocator's names or not, or the submitted id itself (a
+// DStream restores its first incarnation's, and an id with no room for a suffix is shared).
+func TestExecutorOfAppUnderSparksStatefulSetAllocator(t *testing.T) {
+	const driverPod, placeholder = "pi-driver-0", types.UID("uid-p")
+	const long = "spark-92fe034a2bc24e8c941c1aee17019678"
+	set := func(apiVersion, name string, controller bool) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-0", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: apiVersion, Kind: "StatefulSet", Name: name, UID: "uid-set", Controller: ptr.To(controller)}},
+			Labels: map[string]string{contract.LabelDriver: "pi-driver", contract.LabelSparkRole: contract.RoleExecutor}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		e     *corev1.Pod
+		appID string
+		want  bool
+	}{
+		{"an incarnation's set", set("apps/v1", "spark-s-spark-abc-3f2a9c1e-0", true), "spark-abc", true},
+		{"an incarnation's set, another resource profile", set("apps/v1", "spark-s-spark-abc-3f2a9c1e-12", true), "spark-abc", true},
+		{"Spark's own id: the incarnation's id cut to fit", set("apps/v1", "spark-s-spark-92fe034a2bc24e8c941c1aee17-3f2a9c1e-0", true), long, true},
+		{"Spark's own id, not cut", set("apps/v1", "spark-s-"+long+"-3f2a9c1e-0", true), long, true},
+		{"the submitted id itself (shared)", set("apps/v1", "spark-s-spark-abc-0", true), "spark-abc", true},
+		{"another app's set", set("apps/v1", "spark-s-spark-xyz-3f2a9c1e-0", true), "spark-abc", false},
+		{"an app whose id starts with this one's", set("apps/v1", "spark-s-spark-abcd-3f2a9c1e-0", true), "spark-abc", false},
+		{"an id cut shorter than wrap cuts it", set("apps/v1", "spark-s-spark-92fe034a2bc24e8c941c1aee1-3f2a9c1e-0", true), long, false},
+		{"a suffix that is no incarnation's", set("apps/v1", "spark-s-spark-abc-3F2A9C1E-0", true), "spark-abc", false},
+		{"no resource profile", set("apps/v1", "spark-s-spark-abc-3f2a9c1e", true), "spark-abc", false},
+		{"driverset's own StatefulSet", set("apps/v1", "pi-driver", true), "spark-abc", false},
+		{"the app id unknown", set("apps/v1", "spark-s-spark-abc-3f2a9c1e-0", true), "", false},
+		{"the set only a non-controller owner", set("apps/v1", "spark-s-spark-abc-3f2a9c1e-0", false), "spark-abc", false},
+		{"a StatefulSet of another API version", set("apps/v1beta2", "spark-s-spark-abc-3f2a9c1e-0", true), "spark-abc", false},
+	} {
+		if got := ExecutorOfApp(tc.e, driverPod, placeholder, tc.appID); got != tc.want {
 			t.Errorf("%s: ExecutorOfApp = %v, want %v", tc.name, got, tc.want)
 		}
 	}

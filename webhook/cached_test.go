@@ -249,6 +249,18 @@ func TestIncarnationDecides(t *testing.T) {
 				contract.LabelSparkAppSelector: "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d-5d1f0c8e"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "stream-driver-0", UID: "uid-earlier", Controller: ptr.To(true)}},
 		}})}, want: patchedOK, message: "held by scheduling gate"},
+		// Spark's StatefulSet allocator (issue 34): the executor's controller is the set
+		// spark-s-<app id>-<profile>, named by one of the app's incarnation ids, not a driver pod.
+		{name: "an earlier incarnation's executor under Spark's StatefulSet allocator: held", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "quiet-driver"
+			p.Labels[contract.LabelSparkAppSelector] = "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d"
+		}, cache: []func(*fake.ClientBuilder){withPods(setExecutor("spark-s-spark-0a1b2c3d4e5f4a6b8c7d9e0f1a-5d1f0c8e-0"))},
+			want: patchedOK, message: "held by scheduling gate"},
+		{name: "another app's executor under Spark's StatefulSet allocator, labelled for this app: admitted", pod: func(p *corev1.Pod) {
+			p.Labels[contract.LabelDriver] = "quiet-driver"
+			p.Labels[contract.LabelSparkAppSelector] = "spark-0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d"
+		}, cache: []func(*fake.ClientBuilder){withPods(setExecutor("spark-s-spark-99999999999999999999999999-5d1f0c8e-0"))},
+			want: unchanged, message: "no executors"},
 		// The label is self-declared: a pod that carries it but is controlled by no driver pod of
 		// this app is not its executor (convert.ExecutorOfApp), and holds nothing.
 		{name: "labelled for this app, controlled by a tenant's pod: admitted", pod: func(p *corev1.Pod) {
@@ -580,4 +592,13 @@ func checkWarning(t *testing.T, resp admission.Response, warning string) {
 	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], warning) {
 		t.Errorf("warnings %v, want one containing %q", resp.Warnings, warning)
 	}
+}
+
+// setExecutor is pod <set>-0 of Spark's executor StatefulSet set, labelled for quiet-driver's app.
+func setExecutor(set string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: set + "-0", Namespace: "analytics",
+		Labels:          map[string]string{contract.LabelDriver: "quiet-driver", contract.LabelSparkRole: contract.RoleExecutor},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set, UID: "uid-set", Controller: ptr.To(true)}},
+	}}
 }

@@ -67,7 +67,7 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of StatefulSet %s: %w", sts, err))
 	}
 	was := pod.DeepCopy()
-	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, placeholder, executors.Items)))
+	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, placeholder, pod.Labels[contract.LabelSparkAppSelector], executors.Items)))
 }
 
 // placeholderOf is the UID of the placeholder whose StatefulSet created pod: the controller of
@@ -100,16 +100,17 @@ func (n *Incarnation) placeholderOf(ctx context.Context, pod *corev1.Pod) (types
 }
 
 // executorsOfIncarnation keeps, of executors, those of StatefulSet sts's app, whose placeholder
-// has the UID placeholder (empty when unknown): convert.ExecutorOfApp, the rule the controller
+// has the UID placeholder (empty when unknown) and which was submitted as appID (S-0's
+// spark-app-selector, the placeholder's): convert.ExecutorOfApp, the rule the controller
 // deletes them and lifts the gate by, so that nothing is held that the controller would not wait
 // for. A DStream app submitted again under another name onto an old checkpoint has executors
 // labelled for the app that wrote it (Spark 3.5 Checkpoint.createSparkConf reloads the driver's
 // pod name, not the executor labels) and controlled by this app's driver pod: they count.
-func executorsOfIncarnation(sts string, placeholder types.UID, executors []corev1.Pod) []corev1.Pod {
+func executorsOfIncarnation(sts string, placeholder types.UID, appID string, executors []corev1.Pod) []corev1.Pod {
 	driver := contract.NamesOfStatefulSet(sts).DriverPodName()
 	var out []corev1.Pod
 	for i := range executors {
-		if convert.ExecutorOfApp(&executors[i], driver, placeholder) {
+		if convert.ExecutorOfApp(&executors[i], driver, placeholder, appID) {
 			out = append(out, executors[i])
 		}
 	}

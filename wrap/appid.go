@@ -30,6 +30,13 @@ const maxLabelValue = 63
 // 8 digits of a random UID tell an app's incarnations apart (a clash, one in 4 billion per pair,
 // costs one failed start, which the next incarnation does not repeat).
 func IncarnationAppID(appID, uid string) (string, error) {
+	return incarnationAppID(appID, uid, maxLabelValue)
+}
+
+// incarnationAppID is IncarnationAppID with the id at most limit characters long (limit at most
+// maxLabelValue): appID is cut from its end as far as it must be, the suffix kept whole. Spark's
+// ids are spark-<32 random hex digits>, so what remains still tells apps apart.
+func incarnationAppID(appID, uid string, limit int) (string, error) {
 	hex := strings.ToLower(strings.ReplaceAll(uid, "-", ""))
 	if len(hex) < 8 || strings.Trim(hex[:8], "0123456789abcdef") != "" {
 		return "", fmt.Errorf("--%s: incarnation %q is not a pod UID", FlagIncarnation, uid)
@@ -38,11 +45,15 @@ func IncarnationAppID(appID, uid string) (string, error) {
 	if len(id) > maxLabelValue {
 		return "", fmt.Errorf("--%s: app id %s with its incarnation is longer than %d characters, too long for Spark's executor labels", FlagSparkAppID, appID, maxLabelValue)
 	}
+	if cut := len(id) - limit; cut > 0 {
+		id = strings.TrimRight(appID[:len(appID)-cut], "-") + "-" + hex[:8]
+	}
 	return id, nil
 }
 
 // DriverCommand is the command wrap runs: o.Command, where o.SparkAppID is set, with its
-// "--conf spark.app.id=<o.SparkAppID>" given the incarnation's id (IncarnationAppID). The
+// "--conf spark.app.id=<o.SparkAppID>" given the incarnation's id (IncarnationAppID, cut to
+// fit the names of Spark's StatefulSet allocator when the command chooses it: appIDLimit). The
 // pair must be there: a driver started with the submitted id would be refused by its own event
 // log, or delete the submission's driver Service when it stops. A later argument that only
 // looks the same is the job's (it follows the primary resource), so only the first pair is
@@ -54,7 +65,7 @@ func (o Options) DriverCommand() ([]string, error) {
 	if o.Incarnation == "" {
 		return nil, fmt.Errorf("--%s needs --%s", FlagSparkAppID, FlagIncarnation)
 	}
-	id, err := IncarnationAppID(o.SparkAppID, o.Incarnation)
+	id, err := incarnationAppID(o.SparkAppID, o.Incarnation, appIDLimit(o.Command))
 	if err != nil {
 		return nil, err
 	}
@@ -66,4 +77,41 @@ func (o Options) DriverCommand() ([]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("the driver command sets no %s%s (--conf) to give the incarnation's app id %s", appIDSetting, o.SparkAppID, id)
+}
+
+// IncarnationOf reports whether Spark app id id is one that a driver of the app submitted as
+// appID may run with: appID itself (an id with no room for a suffix is shared, and a DStream
+// restores its first incarnation's from its checkpoint) or an incarnation's id, whole or cut to
+// fit Spark's StatefulSet allocator (incarnationAppID). Any UID's suffix is taken: every
+// incarnation's, the current one's and earlier ones'.
+func IncarnationOf(appID, id string) bool {
+	if appID == "" {
+		return false
+	}
+	if id == appID {
+		return true
+	}
+	prefix, suffix, ok := cutSuffix(id)
+	if !ok {
+		return false
+	}
+	for _, limit := range []int{maxLabelValue, maxStatefulSetAppID} {
+		if want, err := incarnationAppID(appID, suffix, limit); err == nil && want == prefix+"-"+suffix {
+			return true
+		}
+	}
+	return false
+}
+
+// cutSuffix splits an incarnation's id at its suffix: "-" and 8 lower-case hexadecimal digits.
+func cutSuffix(id string) (prefix, suffix string, ok bool) {
+	const n = 8
+	if len(id) < n+2 || id[len(id)-n-1] != '-' {
+		return "", "", false
+	}
+	suffix = id[len(id)-n:]
+	if strings.Trim(suffix, "0123456789abcdef") != "" {
+		return "", "", false
+	}
+	return id[:len(id)-n-1], suffix, true
 }

@@ -30,7 +30,10 @@ type podRecord struct {
 	name, uid, node, role string
 	driverLabel, appID    string
 	ownerUID              string
-	gatedAtAdmission      bool // the first object seen carried the stale-executor gate
+	ownerKind, ownerName  string   // the pod's controller: a driver pod, or Spark's executor StatefulSet
+	ip                    string   // the last pod IP seen: the address an executor registers from
+	claims                []string // the claims its volumes name
+	gatedAtAdmission      bool     // the first object seen carried the stale-executor gate
 	added, deleting, gone seen
 	scheduled, running    seen
 	createdByAPI          time.Time // creationTimestamp, whole seconds
@@ -108,7 +111,12 @@ func (w *podWatch) record(typ watch.EventType, p *corev1.Pod) {
 			gatedAtAdmission: convert.HasGate(&p.Spec, contract.GateStaleExecutors),
 			added:            now, createdByAPI: p.CreationTimestamp.Time}
 		if ref := metav1.GetControllerOf(p); ref != nil {
-			r.ownerUID = string(ref.UID)
+			r.ownerUID, r.ownerKind, r.ownerName = string(ref.UID), ref.Kind, ref.Name
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				r.claims = append(r.claims, v.PersistentVolumeClaim.ClaimName)
+			}
 		}
 		w.byUID[r.uid] = r
 		w.order = append(w.order, r)
@@ -118,6 +126,9 @@ func (w *podWatch) record(typ watch.EventType, p *corev1.Pod) {
 		if r.scheduled.zero() {
 			r.scheduled = now
 		}
+	}
+	if p.Status.PodIP != "" {
+		r.ip = p.Status.PodIP
 	}
 	r.phase, r.runningNow = p.Status.Phase, false
 	for _, cs := range p.Status.ContainerStatuses {

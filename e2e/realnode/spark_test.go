@@ -491,22 +491,7 @@ func (r *sparkRun) expectSameAs(t *testing.T, plain *sparkRun) {
 // executors registered with every driver that ran the job.
 func (r *sparkRun) expectStableName(t *testing.T) {
 	t.Helper()
-	host := r.names.DriverHost(r.app.Namespace)
-	r.mu.Lock()
-	executors := maps.Clone(r.executors)
-	r.mu.Unlock()
-	if len(executors) < sparkExecutors {
-		t.Errorf("saw %d executor pods, want at least %d", len(executors), sparkExecutors)
-	}
-	for pod, e := range executors {
-		if !strings.Contains(e.url, "@"+host+":") {
-			t.Errorf("executor %s was given driver URL %q, want the stable name %s", pod, e.url, host)
-		}
-		if e.driver != r.names.StatefulSet {
-			t.Errorf("executor %s has %s=%q, want %q: the driver did not label it as S-0's --conf says",
-				pod, contract.LabelDriver, e.driver, r.names.StatefulSet)
-		}
-	}
+	executors := r.expectExecutorsLabelled(t)
 	f, err := os.Open(bed.cluster.AuditLogPath())
 	if err != nil {
 		t.Fatal(err)
@@ -533,6 +518,29 @@ func (r *sparkRun) expectStableName(t *testing.T) {
 			t.Errorf("no executor registered with the driver in %s on %s", d.pod, d.node)
 		}
 	}
+}
+
+// expectExecutorsLabelled: every executor was pointed at the driver's stable name and labelled
+// with its StatefulSet (S-0's --conf); it returns the executors seen.
+func (r *sparkRun) expectExecutorsLabelled(t *testing.T) map[string]seenExecutor {
+	t.Helper()
+	host := r.names.DriverHost(r.app.Namespace)
+	r.mu.Lock()
+	executors := maps.Clone(r.executors)
+	r.mu.Unlock()
+	if len(executors) < sparkExecutors {
+		t.Errorf("saw %d executor pods, want at least %d", len(executors), sparkExecutors)
+	}
+	for pod, e := range executors {
+		if !strings.Contains(e.url, "@"+host+":") {
+			t.Errorf("executor %s was given driver URL %q, want the stable name %s", pod, e.url, host)
+		}
+		if e.driver != r.names.StatefulSet {
+			t.Errorf("executor %s has %s=%q, want %q: the driver did not label it as S-0's --conf says",
+				pod, contract.LabelDriver, e.driver, r.names.StatefulSet)
+		}
+	}
+	return executors
 }
 
 // killDriverNodeMidJob kills the driver's node once executors have registered and the job

@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// makeSetExecutor makes pod <set>-0 as the StatefulSet controller makes it for Spark's executor
+// StatefulSet set (spark.kubernetes.allocation.pods.allocator=statefulset): controlled by the set,
+// labelled as the driver's executors are (the set's template), on node.
+func (h *cluster) makeSetExecutor(set, appID, node string) string {
+	h.t.Helper()
+	yes := true
+	e := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: set + "-0", Namespace: h.p.Namespace,
+			Labels: map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor,
+				contract.LabelDriver: h.names.StatefulSet},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "StatefulSet", Name: set, UID: types.UID("uid-" + set), Controller: &yes,
+			}},
+		},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.6"}}},
+	}
+	if err := h.c.Create(h.ctx, e); err != nil {
+		h.t.Fatal(err)
+	}
+	return e.Name
+}
+
+// TestReconcileWaitsForTheExecutorsOfSparksStatefulSet (issue 34): under Spark's StatefulSet
+// allocator an earlier incarnation's executors are controlled by its StatefulSet
+// spark-s-<its app id>-0, which its S-0 owns. The next S-0 is held until they are gone, as for
+// executors a driver pod controls; driverset does not delete them, since their set would make them
+// again at once: the garbage collector deletes the set once its owner, the earlier S-0, is gone,
+// and the set's pods with it. Another app's set is not this app's. Before, the gate was lifted in
+// the first pass: the rule took only executors a driver pod controls.
+func TestReconcileWaitsForTheExecutorsOfSparksStatefulSet(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	h.setNode("node-a", corev1.ConditionTrue, t0)
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	if app == "" {
+		t.Fatal("the harness's placeholder has no app id")
+	}
+	old := h.makeSetExecutor("spark-s-"+app+"-5d1f0c8e-0", app+"-5d1f0c8e", "node-a")
+	other := h.makeSetExecutor("spark-s-spark-other-5d1f0c8e-0", "spark-other-5d1f0c8e", "node-a")
+	h.deletes = nil
+
+	d := h.startIncarnation("", contract.GateStaleExecutors)
+	h.setDriverStatus(pendingStatus())
+	h.reconcile()
+	if !convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Fatalf("gate lifted while %s, an executor of an earlier incarnation's StatefulSet, remains", old)
+	}
+	if len(h.deletes) != 0 {
+		t.Errorf("deleted %+v: an executor of a StatefulSet is made again by its set; the garbage collector removes both", h.deletes)
+	}
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "1 executor(s)")
+
+	// The garbage collector: the set's owner is gone, so the set and its pod go (the kubelet
+	// confirms the pod's end).
+	if err := h.c.Delete(h.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: h.p.Namespace, Name: old}}); err != nil {
+		t.Fatal(err)
+	}
+	h.stopped(old)
+	h.reconcile()
+	if convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Errorf("gate still on %s after the earlier incarnation's executor is gone (%s, another app's, is not this app's)", d.Name, other)
+	}
+}
