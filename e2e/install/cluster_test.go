@@ -88,6 +88,13 @@ func TestInstallOnTheTestBed(t *testing.T) {
 	t.Run("RBAC as the apiserver sees it", func(t *testing.T) {
 		checkAccess(ctx, t, c)
 	})
+	// install.yaml's key-maker Job is deleted a minute after it ends (ttlSecondsAfterFinished), so
+	// that the next render's Job, whose template differs (a Job's is immutable), can be applied.
+	// KWOK runs no container, so it never ends here: delete it, as its TTL would.
+	bg := metav1.DeletePropagationBackground
+	if err := c.Client.BatchV1().Jobs(systemNamespace).Delete(ctx, "driverset-make-seal-key", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Errorf("delete the key-maker Job: %v", err)
+	}
 	for _, mode := range []string{"self-managed", "cert-manager"} {
 		t.Run("chart "+mode, func(t *testing.T) {
 			// Dry run: the objects have install.yaml's names, which stay installed.
