@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// DefaultKeyFile is where the install mounts the Secret driverset-seal (its key KeyField): serve's
+// --seal-key-file default, which e2e/install checks every install flavour against.
+const DefaultKeyFile = "/etc/driverset/seal/" + KeyField
+
 // KeyFile is the sealing key as the replicas get it: a file of a Secret volume, which the kubelet
 // fills with its own credentials (driverset's token may not read the Secret), brings some time
 // after the Secret is made, and replaces when the Secret changes. It holds the last good key read.

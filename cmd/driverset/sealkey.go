@@ -18,9 +18,6 @@ import (
 // bring the Secret, and then for a rotated key.
 const sealKeyPoll = 2 * time.Second
 
-// defaultSealKeyFile is where the install mounts the Secret driverset-seal (its key hmac-key).
-const defaultSealKeyFile = "/etc/driverset/seal/" + seal.KeyField
-
 // waitForSealKey returns once keys holds a key, serving meanwhile on the probe address a /healthz
 // that passes and a /readyz that fails: a replica is alive but not ready until the kubelet has
 // brought the Secret into its volume. Nothing else starts before, so no webhook seals and no
