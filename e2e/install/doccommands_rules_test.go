@@ -46,6 +46,8 @@ func docCommandRules() []docRule {
 			"what helm test and helm uninstall's hooks run"},
 		{prefix: "kubectl driverset check ", check: checkCheck},
 		{prefix: "kubectl -n spark-jobs create rolebinding driverset-heartbeat ", check: checkHeartbeatRole},
+		{prefix: "kubectl -n driverset-system logs job/driverset-make-seal-key", skip: "KWOK runs no container, so the Job has no " +
+			"log; the Job runs on real nodes in e2e/realnode's TestFreshInstallMakesTheSealKey"},
 		{prefix: "kubectl -n driverset-system delete secret driverset-seal ", skip: "the rotation of the seal key: KWOK nodes run " +
 			"no Job, so the test bed has no Secret driverset-seal (driverset runs as a local process, the harness writing its key " +
 			"file); the key-maker is run as its ServiceAccount by e2e's TestDriversetTokenCannotReadTheSealKey, a new key read " +

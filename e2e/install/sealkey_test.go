@@ -12,7 +12,7 @@ import (
 )
 
 // Every install makes the seal key with the Job driverset-make-seal-key, as its own ServiceAccount,
-// a pod no selector of the install picks, ending by a TTL; and mounts the Secret, optional, where
+// a pod no selector of the install picks, ending by a TTL; and mounts the Secret, not optional (a pod waits for it in ContainerCreating), where
 // serve reads it by default (seal.DefaultKeyFile). Its RBAC: TestRBACGrantsExactlyTheAllowList.
 func TestEveryInstallMakesAndMountsTheSealKey(t *testing.T) {
 	for _, tc := range []struct {
@@ -48,7 +48,9 @@ func TestEveryInstallMakesAndMountsTheSealKey(t *testing.T) {
 				t.Fatal("the Deployment has no volume seal-key")
 			}
 			expect(t, volume, "driverset-seal", "secret", "secretName")
-			expect(t, volume, true, "secret", "optional")
+			if optional, found, _ := unstructured.NestedBool(volume, "secret", "optional"); found && optional {
+				t.Error("the seal key's volume is optional: a replica would start without it and wait for the kubelet's next sync")
+			}
 			expect(t, volume, []any{map[string]any{"key": seal.KeyField, "path": path.Base(seal.DefaultKeyFile)}}, "secret", "items")
 			mounted := false
 			mounts, _ := container(t, deploy)["volumeMounts"].([]any)
