@@ -92,7 +92,7 @@ func TestDriversetTokenCannotReadTheSealKey(t *testing.T) {
 				Data: map[string][]byte{seal.KeyField: make([]byte, seal.MinKeyLen)}}, metav1.UpdateOptions{})
 			return err
 		}},
-		{"delete the key, to plant its own when a replica next makes one", func() error {
+		{"delete the key, to plant its own while it is absent", func() error {
 			return secrets.Delete(ctx, name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		}},
 		// The test bed's driverset runs with the base RBAC (no self-managed TLS, whose CA Secret
