@@ -11,38 +11,35 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// KeyField is the Secret's data key that holds the sealing key.
+// KeyField is the Secret's data key that holds the sealing key, and the name of the file the
+// Secret volume gives the replicas.
 const KeyField = "hmac-key"
 
-// LoadKey returns the sealing key from Secret name in ns, creating the Secret with a random key
-// when it does not exist yet. Every replica reads the same Secret: the first to start makes it,
-// one that loses the race to create reads the winner's.
-func LoadKey(ctx context.Context, c kubernetes.Interface, ns, name string) ([]byte, error) {
+// FieldManager names the key-maker as the Secret's writer (its managedFields say who made it).
+const FieldManager = "driverset-make-seal-key"
+
+// MakeKey creates Secret name in ns with a random key, unless it exists: it reports whether it
+// made one. It only ever creates, so the key-maker's ServiceAccount needs no read of the Secret,
+// and an existing key (an upgrade's: placeholders sealed with it stay valid) is never changed.
+// driverset's own token may not create it (docs/design.md#sealed-placeholders).
+func MakeKey(ctx context.Context, c kubernetes.Interface, ns, name string) (bool, error) {
 	if ns == "" {
-		return nil, fmt.Errorf("the placeholder sealing key: no namespace for Secret %s (set $POD_NAMESPACE or --leader-election-namespace)", name)
+		return false, fmt.Errorf("the placeholder sealing key: no namespace for Secret %s (set $POD_NAMESPACE or --namespace)", name)
 	}
-	secrets := c.CoreV1().Secrets(ns)
-	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		key := make([]byte, MinKeyLen)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
-		}
-		s, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{KeyField: key},
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			s, err = secrets.Get(ctx, name, metav1.GetOptions{})
-		}
+	key := make([]byte, MinKeyLen)
+	if _, err := rand.Read(key); err != nil {
+		return false, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("the placeholder sealing key (Secret %s/%s): %w", ns, name, err)
+	_, err := c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "driverset"}},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{KeyField: key},
+	}, metav1.CreateOptions{FieldManager: FieldManager})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
 	}
-	key := s.Data[KeyField]
-	if len(key) < MinKeyLen {
-		return nil, fmt.Errorf("the placeholder sealing key (Secret %s/%s): %s holds %d bytes, want at least %d", ns, name, KeyField, len(key), MinKeyLen)
-	}
-	return key, nil
+	return false, fmt.Errorf("the placeholder sealing key (Secret %s/%s): %w", ns, name, err)
 }

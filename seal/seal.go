@@ -4,7 +4,8 @@
 // created by the StatefulSet controller, not by the tenant: admission policies keyed on the
 // requesting user never see them. A pod posted already shaped as a placeholder, or one whose
 // annotation was edited after admission, would otherwise launder resources (a GPU) into S-0. The
-// webhook seals what it records with an HMAC keyed from a Secret only driverset reads; the webhook
+// webhook seals what it records with an HMAC keyed from a Secret its replicas get as a mounted
+// file (KeyFile), made by the key-maker (MakeKey), never by driverset's own token; the webhook
 // refuses a pre-shaped pod without a valid seal, and the controller builds no StatefulSet from one.
 package seal
 
@@ -42,6 +43,9 @@ const MinKeyLen = 32
 // nothing.
 type Sealer struct {
 	Key []byte
+	// Keys, when set, is where the key is read from instead of Key: whatever key it holds now, so
+	// a rotated key is used without a restart.
+	Keys *KeyFile
 	// Now is the time a seal is made at (time.Now when nil).
 	Now func() time.Time
 	// dryRun marks seals made and checked for a dry-run create (DryRun).
@@ -60,7 +64,8 @@ func (s Sealer) DryRun() Sealer {
 // Sign records on pod, a placeholder the webhook has just made, a seal over its namespace, name
 // and recorded resources.
 func (s Sealer) Sign(pod *corev1.Pod) error {
-	if len(s.Key) < MinKeyLen {
+	key := s.key()
+	if len(key) < MinKeyLen {
 		return errors.New("driverset has no key to seal placeholders with")
 	}
 	if pod.Name == "" {
@@ -71,14 +76,15 @@ func (s Sealer) Sign(pod *corev1.Pod) error {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[Annotation] = version + "." + strconv.FormatInt(at, 10) + "." +
-		base64.RawURLEncoding.EncodeToString(s.mac(pod.Namespace, pod.Name, at, pod))
+		base64.RawURLEncoding.EncodeToString(s.mac(key, pod.Namespace, pod.Name, at, pod))
 	return nil
 }
 
 // Verify says why pod's seal is not one this key made for it, at a time within MaxSkew of at, or
 // nil when it is. The reason is meant for the pod's owner.
 func (s Sealer) Verify(pod *corev1.Pod, at time.Time) error {
-	if len(s.Key) < MinKeyLen {
+	key := s.key()
+	if len(key) < MinKeyLen {
 		return errors.New("driverset has no key to check placeholder seals with")
 	}
 	v, ok := pod.Annotations[Annotation]
@@ -94,11 +100,11 @@ func (s Sealer) Verify(pod *corev1.Pod, at time.Time) error {
 		return fmt.Errorf("its seal (annotation %s) is not driverset's", Annotation)
 	}
 	got, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err == nil && !s.dryRun && hmac.Equal(got, s.DryRun().mac(pod.Namespace, pod.Name, signed, pod)) {
+	if err == nil && !s.dryRun && hmac.Equal(got, s.DryRun().mac(key, pod.Namespace, pod.Name, signed, pod)) {
 		return fmt.Errorf("its seal (annotation %s) was made for a dry-run create, which leaves no pod: "+
 			"it holds for no real one", Annotation)
 	}
-	if err != nil || !hmac.Equal(got, s.mac(pod.Namespace, pod.Name, signed, pod)) {
+	if err != nil || !hmac.Equal(got, s.mac(key, pod.Namespace, pod.Name, signed, pod)) {
 		return fmt.Errorf("its seal (annotation %s) does not match its name and its recorded resources (annotation %s): "+
 			"they were not made by driverset's webhook, or were changed since", Annotation, contract.AnnotationResources)
 	}
@@ -117,8 +123,9 @@ func (s Sealer) VerifyNow(pod *corev1.Pod) error { return s.Verify(pod, s.now())
 // more field, so it is never a real create's. A field is never ambiguous: each is ended by a NUL,
 // which none of them can hold. The name is the pod's final one: the webhook refuses to seal a pod
 // that has none yet (named by generateName), whose seal would hold for any name.
-func (s Sealer) mac(namespace, name string, at int64, pod *corev1.Pod) []byte {
-	h := hmac.New(sha256.New, s.Key)
+// The key is read once by the caller, so that one check never mixes two keys across a rotation.
+func (s Sealer) mac(key []byte, namespace, name string, at int64, pod *corev1.Pod) []byte {
+	h := hmac.New(sha256.New, key)
 	fields := []string{version, namespace, name, strconv.FormatInt(at, 10), pod.Annotations[contract.AnnotationResources]}
 	if s.dryRun {
 		fields = append(fields, "dry-run")
@@ -128,6 +135,14 @@ func (s Sealer) mac(namespace, name string, at int64, pod *corev1.Pod) []byte {
 		h.Write([]byte{0})
 	}
 	return h.Sum(nil)
+}
+
+// key is the key to seal and check with now.
+func (s Sealer) key() []byte {
+	if s.Keys != nil {
+		return s.Keys.Key()
+	}
+	return s.Key
 }
 
 func (s Sealer) now() time.Time {

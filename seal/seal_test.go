@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"context"
 	"encoding/base64"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -107,7 +105,7 @@ func TestNoSealWithoutAName(t *testing.T) {
 	}
 	s := sealer("s")
 	p.Annotations[Annotation] = version + "." + strconv.FormatInt(t0.Unix(), 10) + "." +
-		base64.RawURLEncoding.EncodeToString(s.mac(p.Namespace, "", t0.Unix(), p))
+		base64.RawURLEncoding.EncodeToString(s.mac(s.Key, p.Namespace, "", t0.Unix(), p))
 	p.Name = "pi-x7k2q"
 	if err := s.Verify(p, t0); err == nil {
 		t.Fatal("a seal made over no name holds for the name the apiserver generated")
@@ -124,25 +122,5 @@ func TestNoKeySealsNothing(t *testing.T) {
 	}
 	if err := (Sealer{Key: []byte("short")}).Verify(p, t0); err == nil {
 		t.Fatal("Verify with a short key succeeded")
-	}
-}
-
-func TestLoadKeyMakesOneKeyForEveryReplica(t *testing.T) {
-	ctx := context.Background()
-	c := fake.NewClientset()
-	first, err := LoadKey(ctx, c, "driverset-system", "driverset-seal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := LoadKey(ctx, c, "driverset-system", "driverset-seal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(first) < MinKeyLen || string(first) != string(second) {
-		t.Fatalf("keys %x and %x: want one key of at least %d bytes", first, second, MinKeyLen)
-	}
-	short := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{KeyField: []byte("x")}})
-	if _, err := LoadKey(ctx, short, "ns", "s"); err == nil {
-		t.Fatal("a 1-byte key was accepted")
 	}
 }

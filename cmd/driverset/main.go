@@ -5,6 +5,7 @@
 //	driverset copy-binary  copies this binary into a shared volume (the driver pod's init container)
 //	driverset version      prints the version, VCS revision and Go version of this build
 //	driverset check        the install check (`helm test`'s pod): an opted-in driver pod, dry run, comes back converted
+//	driverset make-seal-key      the Secret that seals placeholders, made unless it exists (the install's Job)
 //	driverset uninstall-cleanup  the finalizer driverset.dev/outcome off templates and pods (the chart's pre-delete hook)
 package main
 
@@ -31,6 +32,9 @@ commands:
   version      print this build's version, VCS revision and Go version
   check        ask the apiserver to admit an opted-in driver pod (dry run) and fail unless driverset
                converted it: driverset check [--namespace NS] [--kubeconfig FILE] (helm test runs it)
+  make-seal-key
+               create the Secret whose key seals placeholders (driverset-seal), with a random key,
+               unless it exists: driverset make-seal-key [--namespace NS] (the install's Job runs it)
   uninstall-cleanup
                remove the finalizer driverset.dev/outcome from every driver StatefulSet's pod template
                and every driver pod and placeholder, so that nothing waits for a driverset that is gone:
@@ -83,6 +87,8 @@ func run(args []string) int {
 	case "check":
 		// The same check as `kubectl driverset check`, from driverset's own image.
 		return inspect.CheckMain(context.Background(), args[1:], os.Stdout, os.Stderr)
+	case "make-seal-key":
+		return makeSealKey(context.Background(), args[1:], os.Stdout, os.Stderr)
 	case "uninstall-cleanup":
 		return uninstallCleanup(context.Background(), args[1:], os.Stdout, os.Stderr)
 	case "version", "--version":

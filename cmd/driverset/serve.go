@@ -67,7 +67,7 @@ type serveFlags struct {
 	maxAdmissions     int
 	maxAdmissionBytes int64
 	admissionTimeout  time.Duration
-	sealSecret        string
+	sealKeyFile       string
 	authorizeExtended bool
 	clientCA          string
 	clientNames       string
@@ -109,7 +109,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.IntVar(&f.maxAdmissions, "max-concurrent-admissions", 32, "admission requests handled at once by this replica; more wait, their bodies read, until one ends or the apiserver's webhook timeout (a slot is held only while a request is handled, never while its body is read or its answer written)")
 	fs.Int64Var(&f.maxAdmissionBytes, "max-admission-bytes", 8<<20, "a request larger than 64 KiB (or than this over --max-concurrent-admissions, when less) also takes its size from a budget of this many bytes before its body is read (each costs about five times its size while handled): large ones run a few at once, without holding the slots of small ones")
 	fs.DurationVar(&f.admissionTimeout, "admission-io-timeout", webhook.DefaultTimeout, "how long a caller has to send an admission request's body once its headers are in, and to take the answer; neither holds a slot of --max-concurrent-admissions")
-	fs.StringVar(&f.sealSecret, "seal-secret", "driverset-seal", "the Secret, in this pod's namespace, holding the key that seals placeholders (made with a random key when missing)")
+	fs.StringVar(&f.sealKeyFile, "seal-key-file", seal.DefaultKeyFile, "the file holding the key that seals placeholders: the Secret driverset-seal mounted as a volume (made by driverset make-seal-key); not ready until it is there, read again when it changes")
 	fs.BoolVar(&f.authorizeExtended, "authorize-extended-resources", false, "admit an opted-in driver that asks for an extended resource (anything but cpu, memory, ephemeral-storage, hugepages-*: a GPU) only when its submitter may \"use\" that resource (resourceName) on extendedresources.driverset.dev in the pod's namespace, asked with a SubjectAccessReview; off: whoever may create the pod may ask for any, as without driverset")
 	fs.StringVar(&f.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the kube-apiserver's webhook client certificate: the admission handlers then refuse any caller without one (empty: off)")
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
@@ -184,10 +184,12 @@ func serve(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	sealer, err := loadSealer(ctx, cfg, f)
-	if err != nil {
+	keys := seal.NewKeyFile(f.sealKeyFile)
+	if err := waitForSealKey(ctx, f, keys); err != nil {
 		return err
 	}
+	go watchSealKey(ctx, keys)
+	sealer := seal.Sealer{Keys: keys}
 	callers, err := webhookCallers(f)
 	if err != nil {
 		return err
@@ -284,6 +286,8 @@ func serve(ctx context.Context, args []string) error {
 	checks.healthz["ping"] = healthz.Ping
 	// Ready means the webhook server is up and serving its certificate.
 	checks.readyz["webhook"] = hooks.StartedChecker()
+	// And a sealing key read (always true by now: waitForSealKey), listed with the others.
+	checks.readyz["seal-key"] = keys.Ready
 	// Ready also means the informer caches the webhooks read are filled: before that the
 	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
 	checks.readyz["informer-caches"] = cachesSynced(mgr.GetCache(), placeholders)
@@ -370,16 +374,6 @@ func webhookCallers(f serveFlags) (webhook.Callers, error) {
 		names = strings.Split(f.clientNames, ",")
 	}
 	return webhook.LoadCallers(f.clientCA, names)
-}
-
-// loadSealer reads (or makes) the key every replica seals and checks placeholders with.
-func loadSealer(ctx context.Context, cfg *rest.Config, f serveFlags) (seal.Sealer, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return seal.Sealer{}, err
-	}
-	key, err := seal.LoadKey(ctx, cs, ownNamespace(f), f.sealSecret)
-	return seal.Sealer{Key: key}, err
 }
 
 // extendedResourceAuthorizer is the driver webhooks' Authorize: SubjectAccessReviews with

@@ -40,7 +40,7 @@ func uninstallCleanup(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	o.Namespaces = ns
-	c, err := kubeClient(kubeconfig)
+	c, err := kubeClient(kubeconfig, "driverset-uninstall-cleanup")
 	if err != nil {
 		fmt.Fprintln(stderr, "driverset uninstall-cleanup:", err)
 		return 1
@@ -63,14 +63,15 @@ func uninstallCleanup(ctx context.Context, args []string, stdout, stderr io.Writ
 	return 0
 }
 
-// kubeClient builds a client the way kubectl does: in a pod (the hook Job), the in-cluster config.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+// kubeClient builds a client the way kubectl does: in a pod (a Job), the in-cluster config; agent
+// names the caller in the apiserver's audit log.
+func kubeClient(kubeconfig, agent string) (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "driverset-uninstall-cleanup/" + version.Get().Version
+	cfg.UserAgent = agent + "/" + version.Get().Version
 	return kubernetes.NewForConfig(cfg)
 }

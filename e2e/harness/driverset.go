@@ -70,6 +70,10 @@ type Options struct {
 	// Env is added to the process's environment (NAME=value), e.g. the Go runtime settings the
 	// Deployment gives driverset (DeploymentEnv).
 	Env []string
+	// SealKeyFile is the placeholder sealing key's file (serve's --seal-key-file): what the kubelet
+	// brings from the Secret volume in a cluster. Empty: one file per cluster, beside Kubeconfig,
+	// made with a random key by the first replica started (sealKeyFile), so replicas share it.
+	SealKeyFile string
 	// Alive is the cluster's liveness check (the test bed's CheckAlive): driverset cannot become
 	// ready without the apiserver, so Start fails at once, naming the component, when one is down
 	// for good. nil: no check.
@@ -157,8 +161,14 @@ func Start(ctx context.Context, o Options) (*Driverset, error) {
 	if err != nil {
 		return nil, err
 	}
+	keyFile, err := sealKeyFile(o)
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
 	args := append([]string{"serve",
 		"--kubeconfig=" + kubeconfig,
+		"--seal-key-file=" + keyFile,
 		"--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(o.Port),
 		"--cert-dir=" + d.certDir,

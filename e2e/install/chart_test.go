@@ -119,7 +119,7 @@ func compareObject(t *testing.T, k string, chart, kustomize *unstructured.Unstru
 		unstructured.RemoveNestedField(m, "metadata", "labels")
 		unstructured.RemoveNestedField(m, "metadata", "annotations")
 	}
-	if kustomize.GetKind() == "Deployment" {
+	if kind := kustomize.GetKind(); kind == "Deployment" || kind == "Job" {
 		cl, _, _ := unstructured.NestedStringMap(c, "spec", "template", "metadata", "labels")
 		wl, _, _ := unstructured.NestedStringMap(w, "spec", "template", "metadata", "labels")
 		if !isSubset(wl, cl) {

@@ -82,11 +82,19 @@ func TestInstallOnTheTestBed(t *testing.T) {
 		objs := readInstallYAML(t)
 		applyAll(ctx, t, a, objs, false)
 		checkPodSecurity(ctx, t, c, find(t, objs, "Deployment", "driverset"))
+		checkPodSecurity(ctx, t, c, find(t, objs, "Job", "driverset-make-seal-key"))
 		waitDeploymentAvailable(ctx, t, a, 2)
 	})
 	t.Run("RBAC as the apiserver sees it", func(t *testing.T) {
 		checkAccess(ctx, t, c)
 	})
+	// install.yaml's key-maker Job is deleted a minute after it ends (ttlSecondsAfterFinished), so
+	// that the next render's Job, whose template differs (a Job's is immutable), can be applied.
+	// KWOK runs no container, so it never ends here: delete it, as its TTL would.
+	bg := metav1.DeletePropagationBackground
+	if err := c.Client.BatchV1().Jobs(systemNamespace).Delete(ctx, "driverset-make-seal-key", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Errorf("delete the key-maker Job: %v", err)
+	}
 	for _, mode := range []string{"self-managed", "cert-manager"} {
 		t.Run("chart "+mode, func(t *testing.T) {
 			// Dry run: the objects have install.yaml's names, which stay installed.
@@ -350,7 +358,7 @@ func waitDeploymentAvailable(ctx context.Context, t *testing.T, a *applier, want
 	}
 }
 
-// checkPodSecurity creates (dry run) a pod from the Deployment's template in driverset's
+// checkPodSecurity creates (dry run) a pod from the Deployment's (or Job's) template in driverset's
 // namespace, whose label enforces the restricted Pod Security level: the apiserver's answer is
 // immediate and names the violation, where the Deployment would only stall. A control with one
 // violation shows the level is enforced.
@@ -391,6 +399,9 @@ func checkAccess(ctx context.Context, t *testing.T, c *testbed.Cluster) {
 		{"update", "", "secrets", systemNamespace, "driverset-ca", true},
 		{"create", "", "secrets", systemNamespace, "", true},
 		{"get", "", "secrets", systemNamespace, "driverset-webhook-tls", false},
+		// The seal key: made by the Job driverset-make-seal-key, brought by the kubelet (issue 35).
+		{"get", "", "secrets", systemNamespace, "driverset-seal", false},
+		{"watch", "", "secrets", systemNamespace, "driverset-seal", false},
 		{"list", "", "secrets", systemNamespace, "", false},
 		{"delete", "", "secrets", systemNamespace, "driverset-ca", false},
 		{"get", "", "secrets", "default", "driverset-ca", false},

@@ -33,6 +33,9 @@ func docCommandRules() []docRule {
 			"TestReleaseInstallsFromDist (make e2e-release) installs one from dist/ on a real node. Here dist/install.yaml is " +
 			"rendered as the release renders it: hack/render-install.sh, the image pinned to a digest"},
 		{prefix: "crane push ", skip: "no registry on the test bed; KWOK nodes pull no image"},
+		// The upgrade's apply: the install's key-maker Job would be gone a minute after it ended
+		// (ttlSecondsAfterFinished); KWOK runs no container, so it never ends here.
+		{prefix: "kubectl apply --server-side -f my-install.yaml", before: deleteKeyMakerJob, check: checkInstalled},
 		{prefix: "kubectl apply --server-side -f ", check: checkInstalled},
 		{prefix: "kubectl apply -k manifests/overlays/cert-manager", skip: "needs cert-manager in the cluster; " +
 			"TestInstallOnTheTestBed applies the overlay server-side against cert-manager's own CRDs"},
@@ -45,6 +48,12 @@ func docCommandRules() []docRule {
 		{prefix: "kubectl -n driverset-system delete secret/", check: checkNothingLeft},
 		{prefix: "kubectl driverset check ", check: checkCheck},
 		{prefix: "kubectl -n spark-jobs create rolebinding driverset-heartbeat ", check: checkHeartbeatRole},
+		{prefix: "kubectl -n driverset-system logs job/driverset-make-seal-key", skip: "KWOK runs no container, so the Job has no " +
+			"log; the Job runs on real nodes in e2e/realnode's TestFreshInstallMakesTheSealKey"},
+		{prefix: "kubectl -n driverset-system delete secret driverset-seal ", skip: "the rotation of the seal key: KWOK nodes run " +
+			"no Job, so the test bed has no Secret driverset-seal (driverset runs as a local process, the harness writing its key " +
+			"file); the key-maker is run as its ServiceAccount by e2e's TestDriversetTokenCannotReadTheSealKey, a new key read " +
+			"without a restart by seal's TestSealerReadsItsKeyFile, the Job on real nodes by TestFreshInstallMakesTheSealKey"},
 		{prefix: "kubectl delete pod <driver>", skip: "stops an app; here, driverset being uninstalled, its placeholder would wait " +
 			"for uninstall-cleanup (as the next paragraph says); e2e's TestDeletingThePlaceholderCollectsEverything runs it"},
 		{prefix: "kubectl run driverset-check ", check: checkGated},

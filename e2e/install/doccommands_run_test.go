@@ -278,6 +278,16 @@ func checkInstalled(ctx context.Context, t *testing.T, b *docBed, _ docCommand, 
 	}
 }
 
+// deleteKeyMakerJob deletes the install's Job driverset-make-seal-key, as its TTL does a minute
+// after it ends on real nodes: its template is immutable, so a new release's apply needs it gone.
+func deleteKeyMakerJob(ctx context.Context, t *testing.T, b *docBed, _ docCommand) {
+	bg := metav1.DeletePropagationBackground
+	err := b.c.Client.BatchV1().Jobs(systemNamespace).Delete(ctx, "driverset-make-seal-key", metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
 // stopLocalDriverset stops driverset with its Deployment: the install is deleted.
 func stopLocalDriverset(_ context.Context, t *testing.T, b *docBed, _ docCommand, _ string) {
 	if b.ds.LogPath != "" {

@@ -52,6 +52,7 @@ func installYAMLSections() []docSection {
 		{"docs/install.md", "Check the install"},
 		{"docs/install.md", "Namespaced install"},
 		{"docs/install.md", "TLS"},
+		{"docs/install.md", "Sealed placeholders"},
 		{"docs/install.md", "Fencing: the admin's bounds"},
 		{"README.md", "Quick start on your own cluster"},
 		{"docs/usage.md", "Opt in"},

@@ -106,9 +106,6 @@ func TestNamespacedInstall(t *testing.T) {
 				return err == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "", err
 			})
 		}
-		if _, err := c.Client.CoreV1().Secrets(systemNamespace).Get(ctx, "driverset-seal", metav1.GetOptions{}); err != nil {
-			t.Errorf("the seal Secret: %v", err)
-		}
 	})
 
 	t.Run("an opted-in app in an unwatched namespace is left plain", func(t *testing.T) {

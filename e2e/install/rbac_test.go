@@ -4,6 +4,7 @@ package install
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 
@@ -120,12 +121,13 @@ func rights() []right {
 		{"coordination.k8s.io", "leases", "create", "", own, false},
 		{"coordination.k8s.io", "leases", "update", "", own, false},
 		{"coordination.k8s.io", "leases", "patch", "", own, false},
-		// The key that seals placeholders lives in the Secret driverset-seal; the first replica
-		// creates it (create cannot be limited by name), every replica reads it.
-		{"", "secrets", "get", "driverset-seal", own, false},
-		{"", "secrets", "create", "", own, false},
+		// No right on the Secret driverset-seal, whose key seals placeholders: the Job
+		// driverset-make-seal-key makes it as a ServiceAccount of its own (sealKeyMakerRights), and
+		// the kubelet brings it to the replicas as a volume (issue 35).
+		//
 		// Self-managed TLS: the CA lives in the Secret driverset-ca; the first replica creates it
 		// (create cannot be limited by name), every replica reads it, a renewal updates it.
+		{"", "secrets", "create", "", own, true},
 		{"", "secrets", "get", "driverset-ca", own, true},
 		{"", "secrets", "update", "driverset-ca", own, true},
 		// Self-managed TLS: the CA goes into the caBundle of driverset's own webhook configuration.
@@ -191,7 +193,9 @@ func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
 		{"chart, watchNamespaces, cert-manager", false, watched, chartWatching(map[string]any{"tls": map[string]any{"mode": "cert-manager"}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantGrants(t, grants(t, tc.objs(t)), allowed(tc.selfManaged, tc.watch), "driverset")
+			objs := tc.objs(t)
+			wantGrants(t, grants(t, objs), allowed(tc.selfManaged, tc.watch), "driverset")
+			wantGrants(t, grantsTo(t, objs, sealKeyMaker), sealKeyMakerRights(), sealKeyMaker)
 		})
 	}
 }
@@ -213,6 +217,20 @@ func wantGrants[V any](t *testing.T, granted map[grant]struct{}, allowed map[gra
 			t.Errorf("does not grant %s, which %s needs", g, who)
 		}
 	}
+}
+
+// sealKeyMaker is the ServiceAccount of the Job that makes the seal key.
+const sealKeyMaker = "driverset-make-seal-key"
+
+// installAccounts are the ServiceAccounts the install binds roles to: driverset's, the seal key
+// maker's, and the chart's uninstall hook's.
+var installAccounts = []string{"driverset", sealKeyMaker, cleanupName} //nolint:gochecknoglobals // the list the tests check against
+
+// sealKeyMakerRights is every right the key-maker's ServiceAccount may hold: create Secrets in
+// driverset's namespace (the authorizer cannot limit a create by name), and nothing else: not even
+// a read of the Secret it makes, which it never reads.
+func sealKeyMakerRights() map[grant]struct{} {
+	return map[grant]struct{}{{systemNamespace, "", "secrets", "create", ""}: {}}
 }
 
 func grants(t *testing.T, objs []*unstructured.Unstructured) map[grant]struct{} {
@@ -238,11 +256,20 @@ func grantsTo(t *testing.T, objs []*unstructured.Unstructured, sa string) map[gr
 			continue
 		}
 		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		binds := false
 		for _, s := range subjects {
 			s := s.(map[string]any)
-			if s["kind"] != "ServiceAccount" || s["name"] != sa || s["namespace"] != systemNamespace {
-				t.Errorf("%s binds %v, not the ServiceAccount %s", key(b), s, sa)
+			if s["kind"] != "ServiceAccount" || !slices.Contains(installAccounts, s["name"].(string)) || s["namespace"] != systemNamespace {
+				t.Errorf("%s binds %v, not one of the install's ServiceAccounts %v", key(b), s, installAccounts)
 			}
+			if s["name"] == sa {
+				binds = true
+			} else if len(subjects) > 1 {
+				t.Errorf("%s binds %s and another: one ServiceAccount's rights must not be another's", key(b), sa)
+			}
+		}
+		if !binds {
+			continue
 		}
 		refKind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind")
 		refName, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")

@@ -17,6 +17,21 @@ import (
 	"github.com/driverset/driverset/e2e/testbed"
 )
 
+// applyInstall applies the install.yaml installDriverset rendered, as `kubectl apply
+// --server-side -f` would: at the install, and again for a rotation of the seal key.
+func applyInstall(ctx context.Context) error {
+	f, err := os.Open(filepath.Join(bed.dir, "install.yaml"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	objs, err := harness.Decode(f)
+	if err != nil {
+		return err
+	}
+	return harness.Apply(ctx, bed.cluster.Config, objs)
+}
+
 // driversetNamespace is where install.yaml puts driverset.
 const driversetNamespace = "driverset-system"
 
@@ -34,16 +49,7 @@ func installDriverset(ctx context.Context) error {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("render-install.sh: %w: %s", err, b)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	objs, err := harness.Decode(f)
-	if err != nil {
-		return err
-	}
-	if err := harness.Apply(ctx, bed.cluster.Config, objs); err != nil {
+	if err := applyInstall(ctx); err != nil {
 		return err
 	}
 	c := bed.cluster.Client

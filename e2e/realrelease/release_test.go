@@ -232,7 +232,19 @@ func installed(ctx context.Context, t *testing.T, what string, install func(cont
 		if p.DeletionTimestamp != nil {
 			continue
 		}
+		// The key-maker Job's pod (issue 35) runs the same image once, and ends.
+		keyMaker := p.Labels["app.kubernetes.io/name"] == "driverset-make-seal-key"
+		if keyMaker && p.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("the key-maker's pod %s is %s, want Succeeded", p.Name, p.Status.Phase)
+		}
 		for _, cs := range p.Status.ContainerStatuses {
+			if keyMaker {
+				t.Logf("pod %s on %s: the key-maker's container %s ran %s (image ID %s)", p.Name, p.Spec.NodeName, cs.Name, cs.Image, cs.ImageID)
+				if cs.ImageID != pinned {
+					t.Errorf("pod %s ran image ID %s (%s), want %s", p.Name, cs.ImageID, cs.Image, pinned)
+				}
+				continue
+			}
 			running++
 			t.Logf("pod %s on %s: container %s runs %s (image ID %s)", p.Name, p.Spec.NodeName, cs.Name, cs.Image, cs.ImageID)
 			// The image ID is the index's repo digest, as after a pull of the pinned reference
