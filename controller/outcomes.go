@@ -80,10 +80,10 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 	if _, restarted := restartsOf(placeholder); restarted == pod.UID {
 		return true, "its exit is counted"
 	}
-	if cause, _, ok := endedByItsKubelet(pod); ok {
+	if stopped, ok := stopOf(pod); ok && stopped.ByKubelet {
 		// Its kubelet said why it stopped it; the placeholder's pass records that as the loss's
 		// cause (it may have seen the node not Ready first): once gone, the pod cannot tell it.
-		rec := lostOf(placeholder)
+		cause, rec := stopped.Cause, lostOf(placeholder)
 		switch {
 		case rec != nil && rec.Pod == pod.UID && rec.Cause == cause:
 			return true, "stopped by its kubelet (" + cause + "), recorded"
@@ -198,7 +198,8 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 // reconciler may see it first (a new leader, after driverset was evicted with the driver in one
 // drain), and once the pod is gone nothing tells that the next incarnation is a recovery: it was
 // told as DriverRunning, never Recovered (TestRecoveryToldWhenOutcomesGoesFirst). The record is
-// planLoss's: the kubelet's cause when it stopped the pod, else the deletion's.
+// planLoss's, from the same decision (stopOf): the kubelet's cause when it stopped the pod, else
+// the deletion's.
 func lossAtRelease(pod, placeholder *corev1.Pod, now time.Time) *lostRecord {
 	if placeholder == nil || placeholder.DeletionTimestamp != nil || isTerminal(placeholder.Status.Phase) || lostOf(placeholder) != nil {
 		return nil
@@ -206,17 +207,11 @@ func lossAtRelease(pod, placeholder *corev1.Pod, now time.Time) *lostRecord {
 	if _, restarted := restartsOf(placeholder); restarted == pod.UID || outcomeOf(pod, driverContainer(placeholder)).Exited {
 		return nil
 	}
-	cause, since, ok := endedByItsKubelet(pod)
-	if !ok {
-		cause, since, ok = stoppedFromOutside(pod)
-	}
+	stopped, ok := stopOf(pod)
 	if !ok {
 		return nil
 	}
-	if since.IsZero() {
-		since = now
-	}
-	return &lostRecord{Pod: pod.UID, Since: since, Cause: cause}
+	return stopped.record(pod.UID, now)
 }
 
 // letGo removes driverset's finalizer from pod, conditioned on the pod being as it was read.
