@@ -56,6 +56,10 @@ const (
 	// again and rejects them, Failed with this reason and no DisruptionTarget condition.
 	reasonNodeShutdownRejected = "NodeShutdown"
 	reasonEvicted              = "Evicted"
+	// reasonPreempting: the kubelet's admission handler stopped the pod to make room for a
+	// critical pod (pkg/kubelet/preemption, events.PreemptContainer), with the same
+	// TerminationByKubelet mark as a shutdown.
+	reasonPreempting = "Preempting"
 )
 
 // stoppedFromOutside reports whether pod's driver was stopped by something other than the
@@ -64,8 +68,8 @@ const (
 //   - The pod is being deleted (eviction API, drain, scale-down, by hand): CausePodDeleted.
 //   - The kubelet or the scheduler terminated it without deleting it: a DisruptionTarget=True
 //     condition, or phase Failed with the kubelet's reason. Graceful node shutdown (spot and
-//     preemptible VMs, upgrades) is CauseNodeShutdown; node-pressure eviction and preemption are
-//     CauseEvicted. Such a pod stays, Failed, until the StatefulSet controller deletes it (a
+//     preemptible VMs, upgrades) is CauseNodeShutdown; node-pressure eviction and preemption (the scheduler's, and
+//     the kubelet's to admit a critical pod) are CauseEvicted. Such a pod stays, Failed, until the StatefulSet controller deletes it (a
 //     terminal pod goes at once, with no grace period) and makes S-0 again.
 //
 // An eviction without the condition is not from outside: the eviction manager sets it for node
@@ -91,7 +95,9 @@ func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
 	switch {
 	case evictedForItsOwnUse(pod):
 		return "", time.Time{}, false
-	case failed && pod.Status.Reason == reasonEvicted:
+	case failed && (pod.Status.Reason == reasonEvicted || pod.Status.Reason == reasonPreempting):
+		// Freed for the node's sake; was taken for a shutdown by its mark alone
+		// (TestStopOf, "preempted by its kubelet to admit a critical pod").
 		cause = CauseEvicted
 	case failed && shutdownReason(pod):
 		cause = CauseNodeShutdown

@@ -36,7 +36,9 @@ func markedBy(reason string, at time.Time) func(*corev1.Pod) {
 
 // deletedAt: the pod's deletion asked for at at, with grace seconds (0: --force).
 func deletedAt(at time.Time, grace int64) func(*corev1.Pod) {
-	return func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: at}, &grace }
+	return func(p *corev1.Pod) {
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: at}, &grace
+	}
 }
 
 // killedAt: the kubelet's SIGTERM ended the driver at at; wrap recorded 143 after the stop.
@@ -86,6 +88,11 @@ func TestStopOf(t *testing.T) {
 			stop{Cause: CauseEvicted, Since: marked, ByKubelet: true}},
 		{"node-pressure eviction, then deleted by the StatefulSet controller",
 			stopPod(killedAt(killed), reportedFailed("Evicted"), markedBy(corev1.PodReasonTerminationByKubelet, marked), deletedAt(asked, 0)),
+			stop{Cause: CauseEvicted, Since: marked, ByKubelet: true}},
+		// The kubelet's admission handler frees room for a critical pod: Failed, reason
+		// Preempting, the same mark (pkg/kubelet/preemption). It frees the node; it is no shutdown.
+		{"preempted by its kubelet to admit a critical pod",
+			stopPod(killedAt(killed), reportedFailed("Preempting"), markedBy(corev1.PodReasonTerminationByKubelet, marked)),
 			stop{Cause: CauseEvicted, Since: marked, ByKubelet: true}},
 		{"eviction for its own ephemeral storage (reason Evicted, no mark): the driver's failure, like an OOM kill",
 			stopPod(killedAt(killed), reportedFailed("Evicted")), none},
