@@ -49,11 +49,10 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 		after := p // P as the steps before the fence leave it
 		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause || rec.Fencing != loss.fencing() {
 			first := rec == nil || rec.Pod != driver.UID
-			since := loss.Since
+			record := firstLoss(driver, loss, now) // loss.Lost, and not byKubelet: the node's
 			if !first {
-				since = rec.Since
+				record.Since = rec.Since
 			}
-			record := &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause, Fencing: loss.fencing()}
 			steps = append(steps, recordLossStep{Record: record})
 			after = withLoss(p, record)
 			if first {
@@ -74,7 +73,7 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 	case rec == nil && stoppedOutside:
 		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
 		// node shutdown): also a recovery to measure.
-		return lossPlan{Steps: recordStop(p, driver, stopped.record(driver.UID, now), now)}
+		return lossPlan{Steps: recordStop(p, driver, firstLoss(driver, loss, now), now)}
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := max(runningSince(driver).Sub(rec.Since), 0)
 		// The record is cleared first, under the optimistic lock, and the recovery told only once

@@ -37,6 +37,25 @@ func stopOf(pod *corev1.Pod) (stop, bool) {
 	return stop{Cause: cause, Since: since}, ok
 }
 
+// firstLoss is the loss record of incarnation pod when none is recorded yet, as both places that
+// record one decide it (planLoss, lossAtRelease): its kubelet's word first, for nothing of it runs
+// whatever its node's state; else its node's loss (loss, as assessNode has it; zero while the node
+// is Ready), which a deletion on a lost node does not undo; else the stop from outside. nil when
+// none of them. lossAtRelease once recorded a pod deleted on a lost node as pod-deleted, dated at
+// the deletion, where planLoss had the node's cause and when it was lost (TestFirstLossAgrees).
+func firstLoss(pod *corev1.Pod, loss NodeLoss, now time.Time) *lostRecord {
+	stopped, ok := stopOf(pod)
+	switch {
+	case stopped.ByKubelet:
+		return stopped.record(pod.UID, now)
+	case loss.Lost:
+		return &lostRecord{Pod: pod.UID, Since: loss.Since, Cause: loss.Cause, Fencing: loss.fencing()}
+	case ok:
+		return stopped.record(pod.UID, now)
+	}
+	return nil
+}
+
 // record is the loss record of s for incarnation pod, dated now when the pod did not say when the
 // stop began.
 func (s stop) record(pod types.UID, now time.Time) *lostRecord {

@@ -131,7 +131,7 @@ func TestStopOf(t *testing.T) {
 			if ok {
 				want = got.record(tc.pod.UID, now)
 			}
-			atRelease := lossAtRelease(tc.pod, planPlaceholder(nil), now)
+			atRelease := lossAtRelease(tc.pod, planPlaceholder(nil), NodeLoss{}, now)
 			if !reflect.DeepEqual(atRelease, want) {
 				t.Errorf("lossAtRelease = %+v; want %+v", atRelease, want)
 			}
@@ -156,5 +156,44 @@ func TestStopRecord(t *testing.T) {
 	}
 	if got := (stop{Cause: CauseNodeShutdown}).record("u", t0); *got != (lostRecord{Pod: "u", Since: t0, Cause: CauseNodeShutdown}) {
 		t.Errorf("record with no time = %+v", got)
+	}
+}
+
+// TestFirstLossAgrees: a driver pod deleted on a node that is lost, let go by the Outcomes
+// reconciler before the placeholder's pass saw it (a new leader, driverset lost with the node),
+// is recorded as planLoss records it: the node's cause, since the node was lost. It was recorded
+// pod-deleted, since the deletion, and its recovery told and measured so.
+func TestFirstLossAgrees(t *testing.T) {
+	lostAt := t0.Add(10 * time.Second)
+	outOfService := corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+	for _, tc := range []struct {
+		name  string
+		lose  func(h *cluster)
+		cause string
+		since time.Time // zero: when the loss was seen (the Outcomes reconciler's clock)
+	}{
+		{"its node deleted", func(h *cluster) {
+			if err := h.c.Delete(h.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}); err != nil {
+				t.Fatal(err)
+			}
+		}, CauseNodeDeleted, time.Time{}},
+		{"its node out of service", func(h *cluster) { h.setNode("node-a", corev1.ConditionUnknown, lostAt, outOfService) },
+			CauseOutOfService, lostAt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := runningCluster(t, nil, nil)
+			tc.lose(h)
+			if err := h.c.Delete(h.ctx, h.driver()); err != nil { // kubectl delete, or PodGC's
+				t.Fatal(err)
+			}
+			h.releaseOutcome()
+			if d := h.driver(); d != nil && held(d) {
+				t.Fatalf("S-0 still held on a node proven down: %v", d.Finalizers)
+			}
+			rec := lostOf(h.placeholder())
+			if rec == nil || rec.Cause != tc.cause || !tc.since.IsZero() && !rec.Since.Equal(tc.since) {
+				t.Errorf("recorded %+v; want cause %s since %v", rec, tc.cause, tc.since)
+			}
+		})
 	}
 }
