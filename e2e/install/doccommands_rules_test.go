@@ -43,7 +43,12 @@ func docCommandRules() []docRule {
 			"their namespaces in it first; TestNamespacedInstall applies it on the test bed, driverset running under its RBAC alone"},
 		{prefix: "helm install ", check: checkInstalled},
 		{prefix: "helm test ", check: checkHelmTest},
-		{prefix: "helm upgrade ", before: recordImage, check: checkUpgradedImage},
+		// The same for Helm's upgrade, which patches the Job when it still exists (and makes it
+		// again once its TTL has removed it).
+		{prefix: "helm upgrade ", before: func(ctx context.Context, t *testing.T, b *docBed, c docCommand) {
+			deleteKeyMakerJob(ctx, t, b, c)
+			recordImage(ctx, t, b, c)
+		}, check: checkUpgradedImage},
 		{prefix: "helm uninstall ", before: startAppForUninstall, check: checkHelmUninstalled},
 		{prefix: "kubectl -n driverset-system delete secret/", check: checkNothingLeft},
 		{prefix: "kubectl driverset check ", check: checkCheck},

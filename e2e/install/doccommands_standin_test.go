@@ -5,6 +5,8 @@ package install
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -52,7 +54,7 @@ func (r *podRuns) of(sub string) []podRun {
 }
 
 // standInForRunOncePods plays the kubelet for the pods of driverset's namespace that run once
-// (restartPolicy Never: helm test's pod, the uninstall hook Job's pods), which KWOK starts but
+// (restartPolicy Never or OnFailure: helm test's pod, the hook and key-maker Jobs' pods), which KWOK starts but
 // never ends: once such a pod runs, its one container's command (driverset with the pod's args)
 // runs beside the test bed as the pod's ServiceAccount, with that account's rights alone, and the
 // pod ends as the command did (exit code, last line as its termination message). So `helm test`
@@ -84,9 +86,10 @@ func standInForRunOncePods(t *testing.T, b *docBed) {
 	})
 }
 
-// runsOnce: p runs once and its container is running now.
+// runsOnce: p runs once (Never: helm test's pod, the uninstall hook's; OnFailure: the key-maker
+// Job's) and its container is running now.
 func runsOnce(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Spec.RestartPolicy == corev1.RestartPolicyNever && len(p.Spec.Containers) == 1 &&
+	return p.DeletionTimestamp == nil && p.Spec.RestartPolicy != corev1.RestartPolicyAlways && len(p.Spec.Containers) == 1 &&
 		len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 }
 
@@ -102,7 +105,13 @@ func (b *docBed) runPod(ctx context.Context, t *testing.T, p *corev1.Pod) {
 		t.Error(err)
 		return
 	}
+	env, err := podEnv(p, ctr)
+	if err != nil {
+		t.Error(err)
+		return
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(b.bin, "driverset"), append(slices.Clone(ctr.Args), "--kubeconfig="+kc)...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
@@ -118,4 +127,23 @@ func (b *docBed) runPod(ctx context.Context, t *testing.T, p *corev1.Pod) {
 	if err := b.c.TerminateContainer(ctx, p.Namespace, p.Name, ctr.Name, int32(code), lines[len(lines)-1]); err != nil && ctx.Err() == nil {
 		t.Errorf("pod %s: %v", p.Name, err)
 	}
+}
+
+// podEnv is the environment the kubelet would give ctr of p: plain values, and the pod's own name
+// and namespace (the key-maker reads its namespace so). Anything else the stand-in cannot play.
+func podEnv(p *corev1.Pod, ctr corev1.Container) ([]string, error) {
+	var env []string
+	for _, e := range ctr.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env = append(env, e.Name+"="+p.Namespace)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env = append(env, e.Name+"="+p.Name)
+		default:
+			return nil, fmt.Errorf("pod %s: the stand-in cannot give %s its value (%v)", p.Name, e.Name, e.ValueFrom)
+		}
+	}
+	return env, nil
 }

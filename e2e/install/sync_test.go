@@ -4,13 +4,16 @@ package install
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // install.yaml is committed so that `kubectl apply --server-side -f <url>` works; it must be
@@ -54,11 +57,35 @@ func TestInstallYAMLNeedsNoCertManager(t *testing.T) {
 	if !containsString(containerArgs(t, pod), "--self-managed-tls") {
 		t.Errorf("driverset does not make its own certificates: args %v", containerArgs(t, pod))
 	}
+	made := secretsMade(t, objs)
 	for _, v := range pod["volumes"].([]any) {
-		if _, ok := v.(map[string]any)["secret"]; ok {
+		secret, ok := v.(map[string]any)["secret"].(map[string]any)
+		if ok && !made[fmt.Sprint(secret["secretName"])] {
 			t.Errorf("the Deployment mounts a Secret nobody makes: %s", toYAML(v))
 		}
 	}
+}
+
+// secretsMade are the Secrets of driverset's namespace that install.yaml makes: those it holds,
+// and the seal key, which its key-maker Job makes (driverset make-seal-key) when absent.
+func secretsMade(t *testing.T, objs []*unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	made := map[string]bool{}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Secret":
+			made[u.GetName()] = true
+		case "Job":
+			spec, ok, err := unstructured.NestedMap(u.Object, "spec", "template", "spec")
+			if err != nil || !ok {
+				t.Fatalf("%s has no pod spec: %v", key(u), err)
+			}
+			if slices.Contains(containerArgs(t, spec), "make-seal-key") {
+				made["driverset-seal"] = true
+			}
+		}
+	}
+	return made
 }
 
 func TestRenderInstallSetsTheReleaseImage(t *testing.T) {
