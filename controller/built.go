@@ -45,8 +45,9 @@ func (r *Placeholder) statefulSetFor(ctx context.Context, p *corev1.Pod, names c
 }
 
 // Built is what driverset creates for placeholder p, read whole from the apiserver: its headless
-// Service and its StatefulSet, under the names the controller gives p (namesOf), by the builder the
-// controller creates them with. refusal, when not "", says why driverset creates nothing for p:
+// Service and its StatefulSet, under the names that go with the StatefulSet p controls, read from
+// the apiserver (namesOfLive; the controller's pass reads the same through its cache, namesOf), by
+// the builder the controller creates them with. refusal, when not "", says why driverset creates nothing for p:
 // it is not a placeholder, it is being deleted, or it is not sealed (unsealed: a StatefulSet p
 // already controls, from before seals, keeps its Service buildable).
 //
@@ -60,11 +61,13 @@ func (r *Placeholder) Built(ctx context.Context, p *corev1.Pod) (svc *corev1.Ser
 	case p.DeletionTimestamp != nil:
 		return nil, nil, fmt.Sprintf("placeholder %s is being deleted: driverset builds nothing for it", client.ObjectKeyFromObject(p)), nil
 	}
-	names, _, err := r.namesOf(ctx, p)
+	// Live: a Service is admitted only under the name that goes with the StatefulSet p controls
+	// now, whichever build named it, or with this build's names for p while it controls none.
+	names, err := r.namesOfLive(ctx, p)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if refusal, err := r.unsealed(ctx, p, names); err != nil || refusal != "" {
+	if refusal, err := r.unsealed(ctx, r.apiReader(), p, names); err != nil || refusal != "" {
 		return nil, nil, refusal, err
 	}
 	if svc, err = convert.ServiceNamed(p, names); err != nil {

@@ -41,14 +41,36 @@ func (r *Placeholder) namesOf(ctx context.Context, p *corev1.Pod) (contract.Name
 		metas = append(metas, &cached.Items[i])
 	}
 	if name := controlledBy(p, metas); name != "" {
-		return contract.NamesOfStatefulSet(name), reading(name, FromCache, at), nil
+		return namesWith(p, name), reading(name, FromCache, at), nil
 	}
 	at = r.now()
 	name, err := r.statefulSetOfLive(ctx, p)
 	if err != nil || name != "" {
-		return contract.NamesOfStatefulSet(name), reading(name, FromAPIServer, at), err
+		return namesWith(p, name), reading(name, FromAPIServer, at), err
 	}
-	return contract.NamesFor(p.Name), reading("", Skipped, at), nil
+	return namesWith(p, ""), reading("", Skipped, at), nil
+}
+
+// namesOfLive is namesOf read from the apiserver alone, for the creates webhook (Built): what
+// driverset's token may create is decided on the StatefulSet p controls now, not on what a
+// replica's cache last saw (a StatefulSet deleted since would otherwise still name a Service).
+func (r *Placeholder) namesOfLive(ctx context.Context, p *corev1.Pod) (contract.Names, error) {
+	name, err := r.statefulSetOfLive(ctx, p)
+	if err != nil {
+		return contract.Names{}, err
+	}
+	return namesWith(p, name), nil
+}
+
+// namesWith is the one naming decision: the names that go with sts, the name of the StatefulSet p
+// controls (contract.NamesOfStatefulSet: its headless Service, its pod, that pod's stable name),
+// whichever build gave it; this build's names for p (contract.NamesFor) only while p controls
+// none ("").
+func namesWith(p *corev1.Pod, sts string) contract.Names {
+	if sts == "" {
+		return contract.NamesFor(p.Name)
+	}
+	return contract.NamesOfStatefulSet(sts)
 }
 
 // statefulSetOfLive is the name of the StatefulSet p controls as the apiserver has it; "" when

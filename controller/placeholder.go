@@ -126,7 +126,7 @@ func (r *Placeholder) ensure(ctx context.Context, s *Snapshot) (*appsv1.Stateful
 	}
 	// The seal was checked on the cached placeholder; S is built from this read, which a tenant's
 	// edit of the recorded resources may have reached in between: check it on what is built.
-	if reason, err := r.unsealed(ctx, &whole, names); err != nil || reason != "" {
+	if reason, err := r.unsealed(ctx, r.Client, &whole, names); err != nil || reason != "" {
 		if err == nil {
 			err = &refusedError{what: "StatefulSet " + names.StatefulSet, err: errors.New(reason)}
 		}

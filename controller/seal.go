@@ -19,13 +19,14 @@ import (
 // is built only from a placeholder driverset's webhook sealed at P's creation, and unchanged since
 // (docs/design.md#sealed-placeholders): a tenant's hand-shaped pod, one the webhook never saw, or
 // one whose annotation was edited afterwards gets no driver. A StatefulSet P already controls was
-// built when P was sound (or before seals existed): it is kept, and nothing is built again.
-func (r *Placeholder) unsealed(ctx context.Context, p *corev1.Pod, names contract.Names) (string, error) {
+// built when P was sound (or before seals existed): it is kept, and nothing is built again. That
+// StatefulSet is read with from: the cache for the controller's pass, the apiserver for Built.
+func (r *Placeholder) unsealed(ctx context.Context, from client.Reader, p *corev1.Pod, names contract.Names) (string, error) {
 	if r.Seal.Verify(p, p.CreationTimestamp.Time) == nil {
 		return "", nil
 	}
 	var sts appsv1.StatefulSet
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); err != nil {
+	if err := from.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.StatefulSet}, &sts); err != nil {
 		if client.IgnoreNotFound(err) != nil {
 			return "", err
 		}

@@ -20,8 +20,10 @@ import (
 // TestStatefulSetOfAnotherNameIsFoundByItsController: an app whose StatefulSet another build of
 // driverset made under another name (a rollback across a naming change; issue 34). With driverset
 // down, the app's S is replaced by the same StatefulSet under a third name; driverset, started
-// again, keeps it (no second StatefulSet under this build's name), and `kubectl driverset status`
-// and `list` show it and its pod.
+// again, keeps it (no second StatefulSet under this build's name), makes its headless Service
+// (deleted with the first S's) under the name that goes with it, and `kubectl driverset status`
+// and `list` show it and its pod. Before, driverset-guard-creates refused that Service, named for
+// no StatefulSet this build computes from the placeholder's name: the app waited for good.
 func TestStatefulSetOfAnotherNameIsFoundByItsController(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
@@ -60,32 +62,39 @@ func TestStatefulSetOfAnotherNameIsFoundByItsController(t *testing.T) {
 	if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, renamed, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// And its Service, as that build made it (the guard rails refuse driverset's own create of a
-	// Service named for a StatefulSet of a name it does not compute).
-	svc, err := kube().CoreV1().Services(ns).Get(ctx, names.Service, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherSvc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: other.Service, Namespace: ns, Labels: svc.Labels,
-			Annotations: svc.Annotations, OwnerReferences: svc.OwnerReferences},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: svc.Spec.Ports,
-			Selector: svc.Spec.Selector, PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses},
-	}
-	otherSvc.Labels[contract.LabelDriver] = other.StatefulSet
-	otherSvc.Spec.Selector[contract.LabelDriver] = other.StatefulSet
-	if _, err := kube().CoreV1().Services(ns).Create(ctx, otherSvc, metav1.CreateOptions{}); err != nil {
+	// Its Service is left for driverset to make, under the name that goes with that StatefulSet
+	// (contract.NamesOfStatefulSet): the creates webhook and driverset-guard-creates must admit it.
+	if err := kube().CoreV1().Services(ns).Delete(ctx, names.Service, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	restart()
 
-	second := runningDriver(t, ns, other, "")
 	var last string
 	defer func() {
 		if t.Failed() {
 			t.Logf("the placeholder's last message: %q", last)
+			if ph, err := kube().CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{}); err == nil {
+				t.Logf("the placeholder's message now: %q", ph.Status.Message)
+			}
 		}
 	}()
+	second := runningDriver(t, ns, other, "")
+	// driverset made H under the name S-0's subdomain has (S's serviceName), owned by P.
+	var made *corev1.Service
+	waitFor(t, time.Minute, "Service "+other.Service+" made by driverset", func(ctx context.Context) (bool, error) {
+		if ph, err := kube().CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{}); err == nil {
+			last = ph.Status.Message
+		}
+		svc, err := kube().CoreV1().Services(ns).Get(ctx, other.Service, metav1.GetOptions{})
+		made = svc
+		return err == nil, client404(err)
+	})
+	if !ownedBy(made, getPod(t, ns, p)) || made.Spec.Selector[contract.LabelDriver] != other.StatefulSet {
+		t.Errorf("Service %s: owners %v, selector %v; want the placeholder's, selecting %s", made.Name, made.OwnerReferences, made.Spec.Selector, other.StatefulSet)
+	}
+	if second.Spec.Subdomain != other.Service {
+		t.Errorf("S-0's subdomain %q, want %s", second.Spec.Subdomain, other.Service)
+	}
 	// Passes after the driver runs (its status written) make no StatefulSet under this build's name.
 	waitFor(t, time.Minute, "the placeholder's status naming "+second.Name, func(ctx context.Context) (bool, error) {
 		ph, err := kube().CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
