@@ -60,30 +60,7 @@ func TestHelmUninstallLetsGoAStrandedDriver(t *testing.T) {
 	dir := t.TempDir()
 	archives := imageArchives(ctx, t, dir)
 
-	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := testbed.Start(ctx, testbed.Options{
-		Nodes: -1, RealNodes: 1, Images: archives, PauseImage: images.PauseName,
-		Dir: filepath.Join(bedDir, "testbed"), Log: os.Stderr,
-	})
-	if err != nil {
-		t.Fatalf("%v (logs in %s)", err, bedDir)
-	}
-	defer func() {
-		if t.Failed() {
-			cluster.KeepLogs()
-		}
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("test bed logs kept in %s", bedDir)
-		} else {
-			_ = os.RemoveAll(bedDir)
-		}
-	}()
+	cluster := startBed(ctx, t, archives)
 	c := cluster.Client
 	run := func(name string, args ...string) string {
 		t.Helper()

@@ -154,33 +154,8 @@ func TestReleaseInstallsFromDist(t *testing.T) {
 // then, when given.
 func installed(ctx context.Context, t *testing.T, what string, install func(context.Context, *testing.T, *testbed.Cluster) error,
 	then func(context.Context, *testing.T, *testbed.Cluster), pause, archive, pinned string) {
-	// Not in t.TempDir: a failed run keeps the test bed's logs there.
-	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	cluster, err := testbed.Start(ctx, testbed.Options{
-		Nodes: -1, RealNodes: 1,
-		Images: []string{pause, archive}, PauseImage: images.PauseName,
-		Dir: filepath.Join(bedDir, "testbed"), Log: os.Stderr,
-	})
-	if err != nil {
-		t.Fatalf("%v (logs in %s)", err, bedDir)
-	}
-	defer func() {
-		if t.Failed() {
-			cluster.KeepLogs()
-		}
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("test bed logs kept in %s", bedDir)
-		} else {
-			_ = os.RemoveAll(bedDir)
-		}
-	}()
+	cluster := startBed(ctx, t, []string{pause, archive})
 	t.Logf("test bed with one real node up in %s", time.Since(start).Round(time.Second))
 
 	start = time.Now()
@@ -195,7 +170,7 @@ func installed(ctx context.Context, t *testing.T, what string, install func(cont
 		t.Fatal(err)
 	}
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, "driverset", metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
@@ -273,4 +248,35 @@ func installed(ctx context.Context, t *testing.T, what string, install func(cont
 	if then != nil {
 		then(ctx, t, cluster)
 	}
+}
+
+// startBed starts a test bed of one real node that has the images of archives, and stops it when
+// t ends. Not in t.TempDir: a failed run keeps the test bed's logs there.
+func startBed(ctx context.Context, t *testing.T, archives []string) *testbed.Cluster {
+	t.Helper()
+	bedDir, err := os.MkdirTemp("", "driverset-realrelease-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := testbed.Start(ctx, testbed.Options{
+		Nodes: -1, RealNodes: 1, Images: archives, PauseImage: images.PauseName,
+		Dir: filepath.Join(bedDir, "testbed"), Log: os.Stderr,
+	})
+	if err != nil {
+		t.Fatalf("%v (logs in %s)", err, bedDir)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			cluster.KeepLogs()
+		}
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("test bed logs kept in %s", bedDir)
+		} else {
+			_ = os.RemoveAll(bedDir)
+		}
+	})
+	return cluster
 }
