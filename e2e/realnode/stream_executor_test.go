@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
@@ -188,6 +190,8 @@ func runExecutorCut(t *testing.T, d spark.Dist, apart bool) {
 			t.Fatalf("no executor JVM of the app on %s: %+v", execNode, processes(t, execNode, "java"))
 		}
 		dw := watchDrivers(t, ns, f.node)
+		// Cut with the executor in a task: the first row's 3 s sleep, seen in its log.
+		tid := waitExecutorInTask(t, ns)
 		cut := []string{f.node}
 		if execNode != f.node {
 			cut = append(cut, execNode)
@@ -206,7 +210,8 @@ func runExecutorCut(t *testing.T, d spark.Dist, apart bool) {
 				t.Fatal(err)
 			}
 		}
-		t.Logf("cut %v off (the driver's node %s, the executor JVMs %v on %s), the stream running", cut, f.node, ew.first(), execNode)
+		t.Logf("cut %v off at %s (the driver's node %s, the executor JVMs %v on %s, its log showing TID %s running and not finished), the stream running",
+			cut, f.at.UTC().Format(time.StampMilli), f.node, ew.first(), execNode, tid)
 		second := waitNewDriver(t, r, first, reStreamStarted)
 		waitFor(t, 30*time.Second, "the new driver's JVM on "+second.node, func(context.Context) (bool, error) {
 			return !dw.started().IsZero(), nil
@@ -286,6 +291,42 @@ func runExecutorCut(t *testing.T, d spark.Dist, apart bool) {
 	if byNew == 0 {
 		t.Errorf("the new driver committed no file: nothing shows what it did with the old incarnation's leftovers")
 	}
+}
+
+var ( //nolint:gochecknoglobals // constant patterns
+	reTaskRunning  = regexp.MustCompile(`Running task \S+ in stage \S+ \(TID (\d+)\)`)
+	reTaskFinished = regexp.MustCompile(`Finished task \S+ in stage \S+ \(TID (\d+)\)`)
+)
+
+// waitExecutorInTask polls the log of ns's executor pod until a task it started has not
+// finished, and returns its TID.
+func waitExecutorInTask(t *testing.T, ns string) string {
+	t.Helper()
+	var tid string
+	waitFor(t, time.Minute, "the executor in a task", func(ctx context.Context) (bool, error) {
+		pods, err := kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "spark-role=executor"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			raw, err := kube().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil {
+				continue
+			}
+			finished := map[string]bool{}
+			for _, m := range reTaskFinished.FindAllStringSubmatch(string(raw), -1) {
+				finished[m[1]] = true
+			}
+			for _, m := range reTaskRunning.FindAllStringSubmatch(string(raw), -1) {
+				if !finished[m[1]] {
+					tid = m[1]
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	return tid
 }
 
 // leftovers names the data files in out that log does not commit, with when each was written.
