@@ -241,6 +241,9 @@ func runExecutorCut(t *testing.T, d spark.Dist, apart bool) {
 				return !ew.life().exit.IsZero(), nil
 			})
 		}
+		if apart {
+			logExecutorTail(t, ns)
+		}
 		for _, n := range cut {
 			if err := bed.cluster.HealNode(n); err != nil {
 				t.Fatal(err)
@@ -327,6 +330,23 @@ func waitExecutorInTask(t *testing.T, ns string) string {
 		return false, nil
 	})
 	return tid
+}
+
+// logExecutorTail logs the end of ns's executor container logs as the cut-off node's kubelet
+// wrote them (its pod-logs folder on the host): what the stale executor did, read while it runs.
+func logExecutorTail(t *testing.T, ns string) {
+	t.Helper()
+	for _, pattern := range []string{"*", "*/*", "*/*/*"} {
+		files, _ := filepath.Glob(filepath.Join(bed.dir, pattern, "pod-logs", ns+"_*exec*", "*", "*.log"))
+		for _, file := range files {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			t.Logf("the end of %s:\n%s", file, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+		}
+	}
 }
 
 // leftovers names the data files in out that log does not commit, with when each was written.
