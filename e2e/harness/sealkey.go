@@ -10,17 +10,23 @@ import (
 )
 
 // sealKeyFile is the key file o's replica reads: o.SealKeyFile, or the cluster's own beside its
-// kubeconfig, made once with a random key. The harness plays both the install's key-maker (a key
+// kubeconfig (else in o.Dir), made once with a random key. The harness plays both the install's key-maker (a key
 // made only when there is none) and the kubelet (the file the Secret volume would hold): the file
 // path is the one interface between driverset and how the key arrives.
 func sealKeyFile(o Options) (string, error) {
 	if o.SealKeyFile != "" {
 		return o.SealKeyFile, nil
 	}
-	if o.Kubeconfig == "" {
-		return "", errors.New("no kubeconfig to keep the seal key beside")
+	// Beside the cluster's kubeconfig, so that every replica of one cluster shares it; a replica
+	// started without one (no cluster to share with) keeps its own in its folder.
+	dir := o.Dir
+	if o.Kubeconfig != "" {
+		dir = filepath.Dir(o.Kubeconfig)
 	}
-	path := filepath.Join(filepath.Dir(o.Kubeconfig), "driverset-"+seal.KeyField)
+	if dir == "" {
+		return "", errors.New("no kubeconfig and no folder to keep the seal key in")
+	}
+	path := filepath.Join(dir, "driverset-"+seal.KeyField)
 	key := make([]byte, seal.MinKeyLen)
 	if _, err := rand.Read(key); err != nil {
 		return "", err
