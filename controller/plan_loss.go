@@ -31,13 +31,15 @@ type lossPlan struct {
 func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 	p, driver := s.Placeholder.Value, s.Driver.Value
 	rec := lostOf(p)
-	stopped, stoppedOutside := stopOf(driver)
-	byKubelet := stopped.ByKubelet
+	cause, since, stoppedOutside := stoppedFromOutside(driver)
 	var loss NodeLoss
-	if !byKubelet && driver != nil {
-		// Unless its kubelet stopped it and said so: then nothing of it runs, whatever its node's
-		// state now (a kubelet marks a node that shuts down not Ready), so there is no node loss
-		// to wait out or fence, and the kubelet's reason is the cause.
+	kubeletCause, kubeletSince, byKubelet := endedByItsKubelet(driver)
+	if byKubelet {
+		// Its kubelet stopped it and said so: nothing of it runs, whatever its node's state now
+		// (a kubelet marks a node that shuts down not Ready), so there is no node loss to wait
+		// out or fence, and the kubelet's reason is the cause.
+		cause, since = kubeletCause, kubeletSince
+	} else if driver != nil {
 		var need []Need
 		if loss, need = assessed(s, fenceAfter, now); len(need) > 0 {
 			return lossPlan{Need: need}
@@ -49,10 +51,11 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 		after := p // P as the steps before the fence leave it
 		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause || rec.Fencing != loss.fencing() {
 			first := rec == nil || rec.Pod != driver.UID
-			record := firstLoss(driver, loss, now) // loss.Lost, and not byKubelet: the node's
+			since := loss.Since
 			if !first {
-				record.Since = rec.Since
+				since = rec.Since
 			}
+			record := &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause, Fencing: loss.fencing()}
 			steps = append(steps, recordLossStep{Record: record})
 			after = withLoss(p, record)
 			if first {
@@ -66,14 +69,17 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 	case rec != nil && driver != nil && driver.UID == rec.Pod && running(driver):
 		// The node is Ready again and the same pod still runs: nothing was lost after all.
 		return lossPlan{Steps: []Step{recordLossStep{}}}
-	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != stopped.Cause: // byKubelet: driver is not nil
+	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != cause: // byKubelet: driver is not nil
 		// Seen lost first (its node not Ready as the shutdown began), then told by its kubelet
 		// why it stopped: that is the cause.
-		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: stopped.Cause}, now)}
+		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause}, now)}
 	case rec == nil && stoppedOutside:
 		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
 		// node shutdown): also a recovery to measure.
-		return lossPlan{Steps: recordStop(p, driver, firstLoss(driver, loss, now), now)}
+		if since.IsZero() {
+			since = now
+		}
+		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: since, Cause: cause}, now)}
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := max(runningSince(driver).Sub(rec.Since), 0)
 		// The record is cleared first, under the optimistic lock, and the recovery told only once
