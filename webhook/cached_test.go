@@ -296,6 +296,18 @@ func TestIncarnationDecides(t *testing.T) {
 		{name: "S of the name has another UID: the placeholder is not known, its reference holds nothing", cache: []func(*fake.ClientBuilder){
 			withStatefulSet(func() *appsv1.StatefulSet { s := placeholderSts(); s.UID = "uid-another-s"; return s }), withPods(placeholderExecutor("stream-v1-driver"))},
 			pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "quiet-driver" }, want: unchanged, message: "no executors"},
+		// Only a placeholder, a v1 Pod, controls S: any other controller (or none) names no
+		// placeholder, and Spark's reference to that UID holds nothing.
+		{name: "S controlled by nothing: the placeholder is not known, its reference holds nothing", cache: []func(*fake.ClientBuilder){
+			withStatefulSet(func() *appsv1.StatefulSet { s := placeholderSts(); s.OwnerReferences = nil; return s }), withPods(placeholderExecutor("stream-v1-driver"))},
+			pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "quiet-driver" }, want: unchanged, message: "no executors"},
+		{name: "S controlled by a Pod of another API group: its reference holds nothing", cache: []func(*fake.ClientBuilder){
+			withStatefulSet(func() *appsv1.StatefulSet {
+				s := placeholderSts()
+				s.OwnerReferences[0].APIVersion = "example.com/v1"
+				return s
+			}), withPods(placeholderExecutor("stream-v1-driver"))},
+			pod: func(p *corev1.Pod) { p.Labels[contract.LabelDriver] = "quiet-driver" }, want: unchanged, message: "no executors"},
 		// A DStream app submitted again under another name onto an old checkpoint: Spark restores
 		// the executor labels from the checkpoint (Checkpoint.createSparkConf reloads the driver's
 		// pod name, not them), so an earlier incarnation's executors are labelled for the app that
