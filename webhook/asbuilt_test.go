@@ -185,6 +185,31 @@ func TestStatefulSetAsBuiltAppliesTheAPIServersDefaults(t *testing.T) {
 	}
 }
 
+// A driver's environment as Spark writes it: plain values, the pod's own fields (whose apiVersion
+// the apiserver fills in) and a Secret's key (spark.kubernetes.driver.secretKeyRef.*). Each kind
+// is compared as built; a value changed is a difference.
+func TestStatefulSetAsBuiltWithSparksEnvironment(t *testing.T) {
+	env := func(s *appsv1.StatefulSet, decoded bool) {
+		c := &s.Spec.Template.Spec.Containers[0]
+		podIP := &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}
+		if decoded {
+			podIP.APIVersion = "v1"
+		}
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "SPARK_USER", Value: "spark"},
+			corev1.EnvVar{Name: "SPARK_DRIVER_BIND_ADDRESS", ValueFrom: &corev1.EnvVarSource{FieldRef: podIP}},
+			corev1.EnvVar{Name: "DB_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}})
+	}
+	want := built()
+	got := asTheAPIServerDecodesIt(want)
+	env(want, false)
+	env(got, true)
+	judged(t, StatefulSetAsBuilt(got, want), "")
+	got.Spec.Template.Spec.Containers[0].Env[1].Value = "root"
+	judged(t, StatefulSetAsBuilt(got, want), `spec.template.spec.containers[0].env[1].value is "root", driverset builds "spark"`)
+}
+
 // judged checks a difference d against a row's want: "" admitted, else a part of d.
 func judged(t *testing.T, d, want string) {
 	t.Helper()
