@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// SecretName is the Secret that holds the sealing key in driverset's namespace: made by
+// `driverset make-seal-key` (the install's Job), mounted by the replicas.
+const SecretName = "driverset-seal"
+
 // DefaultKeyFile is where the install mounts the Secret driverset-seal (its key KeyField): serve's
 // --seal-key-file default, which e2e/install checks every install flavour against.
 const DefaultKeyFile = "/etc/driverset/seal/" + KeyField

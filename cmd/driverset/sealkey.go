@@ -73,7 +73,7 @@ func makeSealKey(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var kubeconfig, ns, name string
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.StringVar(&ns, "namespace", os.Getenv("POD_NAMESPACE"), "driverset's namespace (default: $POD_NAMESPACE)")
-	fs.StringVar(&name, "secret", "driverset-seal", "the Secret to make")
+	fs.StringVar(&name, "secret", seal.SecretName, "the Secret to make")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -14,6 +14,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driverset/driverset/seal"
 )
 
 // install.yaml is committed so that `kubectl apply --server-side -f <url>` works; it must be
@@ -81,7 +83,7 @@ func secretsMade(t *testing.T, objs []*unstructured.Unstructured) map[string]boo
 				t.Fatalf("%s has no pod spec: %v", key(u), err)
 			}
 			if slices.Contains(containerArgs(t, spec), "make-seal-key") {
-				made["driverset-seal"] = true
+				made[seal.SecretName] = true
 			}
 		}
 	}

@@ -27,7 +27,7 @@ import (
 // replica waited for the kubelet's mount is logged.
 func TestFreshInstallMakesTheSealKey(t *testing.T) {
 	ctx := context.Background()
-	s, err := kube().CoreV1().Secrets(driversetNamespace).Get(ctx, "driverset-seal", metav1.GetOptions{})
+	s, err := kube().CoreV1().Secrets(driversetNamespace).Get(ctx, seal.SecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestFreshInstallMakesTheSealKey(t *testing.T) {
 			User:   "system:serviceaccount:" + driversetNamespace + ":driverset",
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + driversetNamespace, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: "get", Resource: "secrets", Namespace: driversetNamespace, Name: "driverset-seal",
+				Verb: "get", Resource: "secrets", Namespace: driversetNamespace, Name: seal.SecretName,
 			},
 		},
 	}, metav1.CreateOptions{})
@@ -159,7 +159,7 @@ func sealKeyWait(ctx context.Context, t *testing.T, pod string) (time.Duration, 
 func TestRotatedSealKeyReachesTheReplicas(t *testing.T) {
 	ctx := context.Background()
 	secrets := kube().CoreV1().Secrets(driversetNamespace)
-	old, err := secrets.Get(ctx, "driverset-seal", metav1.GetOptions{})
+	old, err := secrets.Get(ctx, seal.SecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestRotatedSealKeyReachesTheReplicas(t *testing.T) {
 		_, err := kube().BatchV1().Jobs(driversetNamespace).Get(ctx, "driverset-make-seal-key", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	if err := secrets.Delete(ctx, "driverset-seal", metav1.DeleteOptions{}); err != nil {
+	if err := secrets.Delete(ctx, seal.SecretName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := applyInstall(ctx); err != nil {
@@ -181,7 +181,7 @@ func TestRotatedSealKeyReachesTheReplicas(t *testing.T) {
 	}
 	var next *corev1.Secret
 	waitFor(t, 2*time.Minute, "the Job's next key", func(ctx context.Context) (bool, error) {
-		s, err := secrets.Get(ctx, "driverset-seal", metav1.GetOptions{})
+		s, err := secrets.Get(ctx, seal.SecretName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
