@@ -49,3 +49,32 @@ func TestExecutorSetTransformKeepsAFixedShape(t *testing.T) {
 		}
 	}
 }
+
+// A Spark executor StatefulSet's deletion reaches the placeholder of the driver pod that
+// controlled it (S-0 → S → P), which its gate may be waiting on; any other StatefulSet reaches none.
+func TestExecutorSetDeletionRequeuesItsApp(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.reconcile()
+	yes := true
+	set := func(name, owner string) *metav1.PartialObjectMetadata {
+		o := convert.ExecutorSetObject()
+		o.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: h.p.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner, UID: "uid-lost", Controller: &yes}}}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		set  *metav1.PartialObjectMetadata
+		want int
+	}{
+		{"Spark's set of the app's driver pod", set("spark-s-spark-abc-0", h.names.DriverPodName()), 1},
+		{"not named as Spark's sets are", set("web", h.names.DriverPodName()), 0},
+		{"controlled by a pod that is no S-0", set("spark-s-spark-abc-0", "tenant-web-7f9c"), 0},
+		{"controlled by nothing", convert.ExecutorSetObject(), 0},
+	} {
+		got := h.r.placeholderOfExecutorSet(h.ctx, tc.set)
+		if len(got) != tc.want || tc.want == 1 && got[0].NamespacedName != h.p {
+			t.Errorf("%s: requests %v, want %d for %v", tc.name, got, tc.want, h.p)
+		}
+	}
+}
