@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,16 @@ func (r *Placeholder) observeExecutors(ctx context.Context, s *Snapshot, mine fu
 	return nil
 }
 
+// observeExecutorSets reads, from the executor-set cache, Spark's executor StatefulSets of the
+// incarnations of S-0's app before S-0 (ExecutorSetsOfIncarnation).
+func (r *Placeholder) observeExecutorSets(ctx context.Context, s *Snapshot) error {
+	p, driver := s.Placeholder.Value, s.Driver.Value
+	at := r.now()
+	sets, err := convert.ExecutorSetsOfIncarnation(ctx, r.ExecutorSets, driver.Namespace, driver.Name, p.Labels[contract.LabelSparkAppSelector], driver.UID)
+	s.ExecutorSets = reading(sets, FromCache, at)
+	return err
+}
+
 // observeExecutorNodesLive reads from the apiserver each executor's Node that the cache says is
 // proven down: a force-delete cannot be undone.
 func (r *Placeholder) observeExecutorNodesLive(ctx context.Context, s *Snapshot) error {
@@ -77,10 +88,13 @@ type gatePlan struct {
 	Note  string
 }
 
-// planStaleExecutors removes the executors of incarnations earlier than S-0 (stale), then lifts
-// the gate that holds S-0. When each one is force-deleted, the gate is lifted in the same pass, on
-// the precondition that the apiserver lists none left (a finalizer may keep one), rather than a
-// requeue later, once the cache says so.
+// planStaleExecutors removes the executors of incarnations earlier than S-0 (stale), and waits
+// for their executor StatefulSets (Spark's StatefulSet allocator) to be gone, then lifts the gate
+// that holds S-0. When each executor is force-deleted and no set is left, the gate is lifted in
+// the same pass, on the precondition that the apiserver lists no executor left (a finalizer may
+// keep one), rather than a requeue later, once the cache says so. A set is never deleted here (the
+// garbage collector removes it once its driver pod is gone; driverset may not delete StatefulSets):
+// it is waited for, since the next driver of a DStream app makes one of the same name.
 func planStaleExecutors(s *Snapshot) gatePlan {
 	p, driver := s.Placeholder.Value, s.Driver.Value
 	if !s.Executors.Taken() {
@@ -108,16 +122,36 @@ func planStaleExecutors(s *Snapshot) gatePlan {
 	if len(g.Need) > 0 {
 		return gatePlan{Need: g.Need}
 	}
-	if n > 0 {
+	sets := len(s.ExecutorSets.Value)
+	switch {
+	case n > 0 && sets > 0:
+		g.Note = fmt.Sprintf("driver pod %s waits for %d executor(s) and %d executor StatefulSet(s) of the previous driver to be removed (%s)", podRef(driver), n, sets, setNames(s.ExecutorSets.Value))
+	case n > 0:
 		g.Note = fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), n)
+	case sets > 0:
+		g.Note = fmt.Sprintf("driver pod %s waits for %d executor StatefulSet(s) of the previous driver to be removed by the garbage collector (%s)", podRef(driver), sets, setNames(s.ExecutorSets.Value))
 	}
 	switch {
+	case sets > 0:
 	case n == 0:
 		g.Steps = append(g.Steps, liftGateStep{})
 	case forced == n:
 		g.Steps = append(g.Steps, liftGateStep{UnlessStaleLive: true})
 	}
 	return g
+}
+
+// setNames names a few of sets, in the order read, for a message.
+func setNames(sets []metav1.PartialObjectMetadata) string {
+	const shown = 3
+	names := make([]string, 0, min(len(sets), shown))
+	for i := range sets[:min(len(sets), shown)] {
+		names = append(names, sets[i].Name)
+	}
+	if len(sets) > shown {
+		return fmt.Sprintf("%s and %d more", strings.Join(names, ", "), len(sets)-shown)
+	}
+	return strings.Join(names, ", ")
 }
 
 // planExecutorDelete is how executor e goes, nil while it is waited for; need when e's Node must

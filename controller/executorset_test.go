@@ -3,6 +3,7 @@ package controller
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,5 +74,51 @@ func TestReconcileWaitsForTheExecutorsOfSparksStatefulSet(t *testing.T) {
 	h.reconcile()
 	if convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
 		t.Errorf("gate still on %s after the earlier incarnation's executor is gone (%s, another app's, is not this app's)", d.Name, other)
+	}
+}
+
+// TestReconcileWaitsForAnEarlierIncarnationsExecutorSet (issue 34): a DStream app's incarnations
+// share the id restored from its checkpoint, so the next driver makes an executor StatefulSet of
+// the same name as the lost one's, and its create fails while that is there. A lost set with no
+// pod left (dynamic allocation scaled it to 0) holds no executor: the set itself holds the next
+// S-0 (convert.ExecutorSetOfApp) until the garbage collector removes it, after its owner, the lost
+// S-0. driverset never deletes it. A set the current S-0 controls, or another app's, is not waited for.
+func TestReconcileWaitsForAnEarlierIncarnationsExecutorSet(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.r.ExecutorSets = h.c
+	h.reconcile()
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	yes := true
+	set := func(name string, owner types.UID) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.p.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: owner, Controller: &yes}}}}
+		if err := h.c.Create(h.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	lost := set("spark-s-"+app+"-0", "uid-lost-s0")
+	set("spark-s-spark-other-0", "uid-lost-s0")
+	h.deletes = nil
+
+	d := h.startIncarnation("", contract.GateStaleExecutors)
+	set("spark-s-"+app+"-1", d.UID) // the current incarnation's own: not stale
+	h.setDriverStatus(pendingStatus())
+	h.reconcile()
+	if !convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Fatalf("gate lifted while %s, the lost incarnation's executor StatefulSet, remains", lost.Name)
+	}
+	if len(h.deletes) != 0 {
+		t.Errorf("deleted %+v: the garbage collector removes the set", h.deletes)
+	}
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "1 executor StatefulSet(s)")
+
+	// The garbage collector removes the set once the lost S-0 is gone.
+	if err := h.c.Delete(h.ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Errorf("gate still on %s after the lost incarnation's set is gone", d.Name)
 	}
 }

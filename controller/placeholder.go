@@ -35,9 +35,13 @@ type Placeholder struct {
 	// APIReader reads from the apiserver, not the informer cache: for an object the cache has not
 	// seen yet, and for the facts a dangerous step must not take from a stale cache. Nil: Client.
 	APIReader client.Reader
-	Events    events.EventRecorder
-	Convert   convert.Options
-	Budget    Budget // Max is taken from each pod; Backoff and MaxBackoff from here
+	// ExecutorSets holds the metadata of the StatefulSets of the watched namespaces
+	// (ExecutorSetCacheOptions), for Spark's executor StatefulSets, which the gate waits for; a
+	// cache.Cache is also watched for their deletions. Nil: none is read or waited for.
+	ExecutorSets client.Reader
+	Events       events.EventRecorder
+	Convert      convert.Options
+	Budget       Budget // Max is taken from each pod; Backoff and MaxBackoff from here
 	// FenceAfter is the cluster-wide fence-after; a driver's own annotation wins. 0: never fence.
 	FenceAfter time.Duration
 	// Bounds are the admin's limits on fencing; Heartbeats what was seen of self-fencing drivers'

@@ -50,6 +50,16 @@ func TestPlanStaleExecutors(t *testing.T) {
 		return s
 	}
 	on := func(n *corev1.Node) map[string]*corev1.Node { return map[string]*corev1.Node{"node-a": n} }
+	// Spark's executor StatefulSet of an earlier incarnation (ExecutorSetsOfIncarnation has kept
+	// only those), with or without pods: the garbage collector removes it after its driver pod.
+	withSets := func(s *Snapshot, names ...string) *Snapshot {
+		var sets []metav1.PartialObjectMetadata
+		for _, n := range names {
+			sets = append(sets, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "jobs"}})
+		}
+		s.ExecutorSets = reading(sets, FromCache, t0)
+		return s
+	}
 
 	cases := []struct {
 		name  string
@@ -82,6 +92,14 @@ func TestPlanStaleExecutors(t *testing.T) {
 			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", false)}, on(ready), nil), note: "waits for 1 executor(s)"},
 		{name: "a set's executor on a node out of service: still left to the garbage collector, nothing read live",
 			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", false)}, on(outOfService), nil), note: "waits for 1 executor(s)"},
+		{name: "an earlier incarnation's set with no pod left (scaled to 0): never deleted here, the gate waits for it",
+			s: withSets(snapshot(nil, nil, nil), "spark-s-spark-abc-1"), note: "waits for 1 executor StatefulSet(s) of the previous driver to be removed by the garbage collector (spark-s-spark-abc-1)"},
+		{name: "a set and a stale executor: the executor deleted, the gate waits for both",
+			s:     withSets(snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", false)}, on(ready), nil), "spark-s-spark-abc-1"),
+			steps: []string{"delete e1"}, note: "waits for 1 executor(s) and 1 executor StatefulSet(s)"},
+		{name: "a set and a stale executor force-deleted: not lifted in the same pass, the set is still there",
+			s:     withSets(snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true)}, on(notReady), nil), "spark-s-spark-abc-1"),
+			steps: []string{"force e1"}, note: "waits for 1 executor(s) and 1 executor StatefulSet(s)"},
 		{name: "a set's executor the garbage collector deleted, on a node not Ready: force-deleted",
 			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", true)}, on(notReady), nil), steps: []string{"force s1", "lift unless stale live"},
 			note: "waits for 1 executor(s)"},

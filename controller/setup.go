@@ -58,7 +58,19 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 		},
 	}
 	ownedByPod := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if sets, ok := r.ExecutorSets.(cache.Cache); ok {
+		// A Spark executor StatefulSet's deletion may be the last thing a new incarnation waits for.
+		b = b.WatchesRawSource(source.Kind(sets, convert.ExecutorSetObject(),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+				return r.placeholderOfExecutorSet(ctx, o)
+			}),
+			predicate.TypedFuncs[*metav1.PartialObjectMetadata]{DeleteFunc: executorSetGone,
+				CreateFunc:  func(event.TypedCreateEvent[*metav1.PartialObjectMetadata]) bool { return false },
+				UpdateFunc:  func(event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool { return false },
+				GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false }}))
+	}
+	return b.
 		Named("placeholder").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		WatchesRawSource(source.Kind(placeholders, &corev1.Pod{}, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{}, isPlaceholder)).

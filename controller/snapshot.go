@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -67,6 +68,9 @@ type Snapshot struct {
 	// gate; all of the app's, for a fence), and ExecutorNodes their Nodes from the cache.
 	Executors     Read[[]corev1.Pod]
 	ExecutorNodes map[string]Read[*corev1.Node]
+	// ExecutorSets are Spark's executor StatefulSets of earlier incarnations of S-0's app
+	// (ExecutorSetsOfIncarnation), read from their cache with the stale executors, for the gate.
+	ExecutorSets Read[[]metav1.PartialObjectMetadata]
 	// Claims are the claims the driver mounts, read live while S does not exist yet (provision).
 	Claims Read[[]driverClaim]
 	// LivePlaceholder is P read from the apiserver, before S is scaled up from 0 (nil: gone).

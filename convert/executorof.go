@@ -38,13 +38,34 @@ func ExecutorOfApp(e *corev1.Pod, driverPod string, placeholder types.UID, appID
 		return false
 	}
 	if ref.APIVersion == "apps/v1" && ref.Kind == "StatefulSet" {
-		id, ok := executorSetAppID(ref.Name)
-		return ok && wrap.IncarnationOf(appID, id)
+		return namedForApp(ref.Name, appID)
 	}
 	if ref.APIVersion != "v1" || ref.Kind != "Pod" {
 		return false
 	}
 	return ref.Name == driverPod || placeholder != "" && ref.UID == placeholder
+}
+
+// ExecutorSetOfApp extends ExecutorOfApp's rule to Spark's executor StatefulSet itself, which a
+// set's executor pods are the app's by: set is one of the app's when it is named for one of the
+// app's incarnation ids (what ExecutorOfApp reads of it from a pod's reference) and, what only
+// the set shows, its controller is a v1 Pod of the app's driver pod name (the incarnation that
+// made it: StatefulSetPodsAllocator owns it by its driver pod). So the garbage collector removes
+// every set taken here once that incarnation is gone, and a set nothing would remove (no
+// controller, a tenant's) is never waited for. The incarnation gate waits for those of earlier
+// incarnations: a DStream's next driver makes a set of the same name, and its create fails while
+// the old one is still there.
+func ExecutorSetOfApp(set metav1.Object, driverPod, appID string) bool {
+	ref := metav1.GetControllerOfNoCopy(set)
+	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driverPod &&
+		namedForApp(set.GetName(), appID)
+}
+
+// namedForApp reports whether name is that of one of Spark's executor StatefulSets for one of the
+// app's incarnation ids (wrap.IncarnationOf appID).
+func namedForApp(name, appID string) bool {
+	id, ok := executorSetAppID(name)
+	return ok && wrap.IncarnationOf(appID, id)
 }
 
 // ExecutorSet is the name of the StatefulSet that controls e (Spark's StatefulSet allocator), ""

@@ -92,3 +92,39 @@ func TestExecutorOfAppUnderSparksStatefulSetAllocator(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutorSetOfApp: Spark's executor StatefulSet itself is the app's by the rule its pods are
+// (TestExecutorOfAppUnderSparksStatefulSetAllocator: named for one of the app's incarnation ids),
+// and by what only the set shows: its controller, a v1 Pod of the app's driver pod name (the
+// incarnation that made it, whatever its UID). So the garbage collector removes every set the
+// rule takes once that incarnation is gone, and none is waited for that nothing would remove.
+func TestExecutorSetOfApp(t *testing.T) {
+	const driverPod = "pi-driver-0"
+	set := func(name string, refs ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: refs}}
+	}
+	driver := func(apiVersion, kind, name string, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: "uid-s0-before", Controller: ptr.To(controller)}
+	}
+	const mine = "spark-s-spark-abc-3f2a9c1e-0"
+	for _, tc := range []struct {
+		name  string
+		set   *metav1.PartialObjectMetadata
+		appID string
+		want  bool
+	}{
+		{"an incarnation's set, controlled by its driver pod", set(mine, driver("v1", "Pod", driverPod, true)), "spark-abc", true},
+		{"the submitted id itself (a DStream's restored id)", set("spark-s-spark-abc-1", driver("v1", "Pod", driverPod, true)), "spark-abc", true},
+		{"another app's set, controlled by this app's driver pod name", set("spark-s-spark-xyz-3f2a9c1e-0", driver("v1", "Pod", driverPod, true)), "spark-abc", false},
+		{"named for the app, controlled by another pod", set(mine, driver("v1", "Pod", "other-driver-0", true)), "spark-abc", false},
+		{"named for the app, no controller (nothing would remove it)", set(mine), "spark-abc", false},
+		{"named for the app, the driver pod only an owner", set(mine, driver("v1", "Pod", driverPod, false)), "spark-abc", false},
+		{"named for the app, controlled by a Pod of another API group", set(mine, driver("example.com/v1", "Pod", driverPod, true)), "spark-abc", false},
+		{"driverset's own StatefulSet (controlled by the placeholder)", set("pi-driver", driver("v1", "Pod", "pi-driver", true)), "spark-abc", false},
+		{"the app id unknown", set(mine, driver("v1", "Pod", driverPod, true)), "", false},
+	} {
+		if got := ExecutorSetOfApp(tc.set, driverPod, tc.appID); got != tc.want {
+			t.Errorf("%s: ExecutorSetOfApp = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

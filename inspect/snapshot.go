@@ -39,6 +39,12 @@ type Snapshot struct {
 	Events []corev1.Event
 	// EventsNotVisible is true when the apiserver refused to list the namespace's Events (Forbidden).
 	EventsNotVisible bool
+	// Properties is the driver's properties file (the one its command names), as the ConfigMap
+	// mounted there holds it: Spark's settings that decide the id the driver runs with
+	// (wrap.Options.RunsAs). Nil when there is none; PropertiesNotVisible when the apiserver
+	// refused to show the ConfigMap (Forbidden).
+	Properties           []byte
+	PropertiesNotVisible bool
 }
 
 // Fetch reads the Snapshot of the placeholder called name in namespace ns.
@@ -66,6 +72,15 @@ func Fetch(ctx context.Context, c kubernetes.Interface, ns, name string) (*Snaps
 			return nil, err
 		default:
 			s.NodeMissing = s.Node == nil
+		}
+	}
+	if s.Driver != nil {
+		s.Properties, err = propertiesOf(ctx, c, s.Driver, driverContainer(p))
+		switch {
+		case apierrors.IsForbidden(err):
+			s.PropertiesNotVisible = true
+		case err != nil:
+			return nil, err
 		}
 	}
 	// The StatefulSet usually has the placeholder's name: ask once per name, keep each Event once.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,8 +27,11 @@ const ReasonRecovered = "Recovered"
 type Status struct {
 	Namespace, Placeholder, AppID string
 	// RunsAs is the app id the current incarnation's driver runs with, its own
-	// (wrap.IncarnationAppID); "" when it runs with AppID or there is none.
-	RunsAs string
+	// (wrap.Options.RunsAs); "" when it runs with AppID or there is none. PropertiesNotVisible
+	// says that the driver's properties file could not be read, so an id cut for Spark's
+	// StatefulSet allocator by a setting there is not known.
+	RunsAs               string
+	PropertiesNotVisible bool
 	// Phase and Message are the placeholder's: what spark-submit sees. Outcome says the same in words.
 	Phase   corev1.PodPhase
 	Message string
@@ -92,7 +97,8 @@ func StatusOf(s *Snapshot) Status {
 	}
 	if d := s.Driver; d != nil {
 		st.Driver = driverLine(d, driverContainer(p))
-		st.RunsAs = runsAs(d, driverContainer(p))
+		st.RunsAs = runsAs(d, driverContainer(p), s.Properties)
+		st.PropertiesNotVisible = s.PropertiesNotVisible
 		if d.Spec.NodeName != "" {
 			st.Node = nodeLine(d.Spec.NodeName, s.Node, s.NodeMissing, s.NodeNotVisible)
 		}
@@ -101,17 +107,25 @@ func StatusOf(s *Snapshot) Status {
 }
 
 // runsAs is the app id the driver in pod d runs with when wrap gives it one of its own: read from
-// the command of its container named container, with wrap's own parser (what runs is what counts).
-func runsAs(d *corev1.Pod, container string) string {
+// what its container named container runs (command and args, as the kubelet joins them), with
+// wrap's own parser and decision (what runs is what counts), and properties, the properties
+// file that command names (nil when unknown).
+func runsAs(d *corev1.Pod, container string, properties []byte) string {
 	for _, c := range d.Spec.Containers {
 		if c.Name != container {
 			continue
 		}
-		o, isWrap, err := wrap.CommandOptions(c.Command)
+		o, isWrap, err := wrap.CommandOptions(slices.Concat(c.Command, c.Args))
 		if !isWrap || err != nil || o.SparkAppID == "" {
 			return ""
 		}
-		id, err := wrap.IncarnationAppID(o.SparkAppID, string(d.UID))
+		read := func(string) ([]byte, error) {
+			if properties == nil {
+				return nil, os.ErrNotExist
+			}
+			return properties, nil
+		}
+		id, err := o.RunsAs(string(d.UID), read)
 		if err != nil {
 			return ""
 		}
@@ -248,7 +262,11 @@ func WriteStatus(w io.Writer, st Status) error {
 	}
 	row("Driver", fmt.Sprintf("%s/%s (the pod spark-submit made and watches; it never runs)", st.Namespace, st.Placeholder))
 	if st.RunsAs != "" {
-		row("App id", fmt.Sprintf("%s (this incarnation runs as %s)", or(st.AppID, "(none)"), st.RunsAs))
+		unsure := ""
+		if st.PropertiesNotVisible {
+			unsure = "; or cut shorter if its properties file, in a ConfigMap you may not read, chooses Spark's StatefulSet executor allocator"
+		}
+		row("App id", fmt.Sprintf("%s (this incarnation runs as %s%s)", or(st.AppID, "(none)"), st.RunsAs, unsure))
 	} else {
 		row("App id", or(st.AppID, "(none)"))
 	}

@@ -33,6 +33,9 @@ const IncarnationPath = "/mutate-incarnation"
 type Incarnation struct {
 	// Reader is the informer cache that holds Spark's pods; never a live client.
 	Reader client.Reader
+	// Sets is the cache of StatefulSets' metadata (controller.ExecutorSetCacheOptions), for Spark's
+	// executor StatefulSets of earlier incarnations; never a live client. Nil: none is looked at.
+	Sets client.Reader
 }
 
 var _ admission.Handler = (*Incarnation)(nil)
@@ -66,8 +69,15 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 		client.MatchingLabels{contract.LabelSparkRole: contract.RoleExecutor}, client.HasLabels{contract.LabelDriver}); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of StatefulSet %s: %w", sts, err))
 	}
+	appID := pod.Labels[contract.LabelSparkAppSelector]
+	// Spark's executor StatefulSets of the app, by the rule the controller waits for them by: the
+	// pod being created has no UID yet, so every one is an earlier incarnation's.
+	sets, err := convert.ExecutorSetsOfIncarnation(ctx, n.Sets, pod.Namespace, contract.NamesOfStatefulSet(sts).DriverPodName(), appID, "")
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executor StatefulSets of StatefulSet %s: %w", sts, err))
+	}
 	was := pod.DeepCopy()
-	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, placeholder, pod.Labels[contract.LabelSparkAppSelector], executors.Items)))
+	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, placeholder, appID, executors.Items), sets))
 }
 
 // placeholderOf is the UID of the placeholder whose StatefulSet created pod: the controller of
@@ -142,13 +152,14 @@ func incarnationOf(pod *corev1.Pod) (sts, reason string) {
 }
 
 // HoldIncarnation is the decision, pure: it adds the gate contract.GateStaleExecutors to driver pod
-// pod, once, when executors (executorsOfIncarnation: those of pod's StatefulSet in its namespace) is
-// not empty, and says what it decided. The pod being created has no UID yet, so
+// pod, once, when executors (executorsOfIncarnation: those of pod's StatefulSet in its namespace) or
+// sets (Spark's executor StatefulSets of the app: the next driver of a DStream app makes one of
+// the same name, which fails while the old one is there) is not empty, and says what it decided. The pod being created has no UID yet, so
 // every executor that exists belongs to an earlier incarnation; terminating and finished ones
 // count too, since the new driver would still see them. The gate is never removed here: lifting
 // it is the controller's, once the executors are gone.
-func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod) string {
-	if len(executors) == 0 {
+func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod, sets []metav1.PartialObjectMetadata) string {
+	if len(executors) == 0 && len(sets) == 0 {
 		if convert.HasGate(&pod.Spec, contract.GateStaleExecutors) {
 			return "already held until the stale executors are gone"
 		}
@@ -157,17 +168,32 @@ func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod) string {
 	if pod.Spec.NodeName != "" {
 		// The apiserver refuses a gate on a pod that is already bound; refusing the pod instead
 		// would keep the driver down for good.
-		return fmt.Sprintf("bound to node %s, so it cannot be held although %s", pod.Spec.NodeName, staleSummary(executors))
+		return fmt.Sprintf("bound to node %s, so it cannot be held although %s", pod.Spec.NodeName, staleSummary(executors, sets))
 	}
 	convert.AddGate(&pod.Spec, contract.GateStaleExecutors)
-	return fmt.Sprintf("held by scheduling gate %s: %s", contract.GateStaleExecutors, staleSummary(executors))
+	return fmt.Sprintf("held by scheduling gate %s: %s", contract.GateStaleExecutors, staleSummary(executors, sets))
 }
 
-// staleSummary names a few of the executors, sorted, so the message is the same on every call.
-func staleSummary(executors []corev1.Pod) string {
-	names := make([]string, 0, len(executors))
-	for _, e := range executors {
-		names = append(names, e.Name)
+// staleSummary names a few of the executors and sets, sorted, so the message is the same on every call.
+func staleSummary(executors []corev1.Pod, sets []metav1.PartialObjectMetadata) string {
+	if len(executors) == 0 {
+		return fmt.Sprintf("%d executor StatefulSet(s) of an earlier incarnation still exist (%s)", len(sets), namesOf(sets))
+	}
+	s := fmt.Sprintf("%d executor pod(s) of an earlier incarnation still exist (%s)", len(executors), namesOf(executors))
+	if len(sets) > 0 {
+		s += fmt.Sprintf(", and %d executor StatefulSet(s) (%s)", len(sets), namesOf(sets))
+	}
+	return s
+}
+
+// namesOf names a few of objs, sorted.
+func namesOf[T any, P interface {
+	*T
+	GetName() string
+}](objs []T) string {
+	names := make([]string, 0, len(objs))
+	for i := range objs {
+		names = append(names, P(&objs[i]).GetName())
 	}
 	sort.Strings(names)
 	const shown = 3
@@ -176,5 +202,5 @@ func staleSummary(executors []corev1.Pod) string {
 		more = fmt.Sprintf(" and %d more", len(names)-shown)
 		names = names[:shown]
 	}
-	return fmt.Sprintf("%d executor pod(s) of an earlier incarnation still exist (%s%s)", len(executors), strings.Join(names, ", "), more)
+	return strings.Join(names, ", ") + more
 }

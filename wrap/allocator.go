@@ -2,7 +2,7 @@ package wrap
 
 import (
 	"bufio"
-	"os"
+	"bytes"
 	"strings"
 )
 
@@ -21,10 +21,14 @@ const (
 	maxStatefulSetAppID = maxLabelValue - 11 - len("spark-s-") - 3
 )
 
+// ReadFile reads a file the driver's command names (its --properties-file): os.ReadFile where wrap
+// runs, in the driver's container; the key of the ConfigMap mounted there in kubectl driverset.
+type ReadFile func(path string) ([]byte, error)
+
 // appIDLimit is how long the app id of the driver that command runs may be: maxStatefulSetAppID
 // when it uses Spark's StatefulSet allocator, else a label value's 63 characters.
-func appIDLimit(command []string) int {
-	if sparkSetting(command, allocatorSetting) == "statefulset" {
+func appIDLimit(command []string, read ReadFile) int {
+	if sparkSetting(command, allocatorSetting, read) == "statefulset" {
 		return maxStatefulSetAppID
 	}
 	return maxLabelValue
@@ -32,24 +36,38 @@ func appIDLimit(command []string) int {
 
 // sparkSetting is the value command gives Spark's setting key, as spark-submit's driver reads
 // it: the last "--conf key=value" on the command line, else the properties file the command
-// names with --properties-file (in cluster mode spark-submit puts every setting there), else "".
-// A file that cannot be read gives nothing: Spark refuses to start without it anyway.
-func sparkSetting(command []string, key string) string {
-	value, file := "", ""
+// names with --properties-file (PropertiesFile; in cluster mode spark-submit puts every setting
+// there), read with read, else "". A file that cannot be read gives nothing: Spark refuses to
+// start without it anyway.
+func sparkSetting(command []string, key string, read ReadFile) string {
 	for i := 0; i+1 < len(command); i++ {
-		switch command[i] {
-		case "--conf", "-c":
+		if command[i] == "--conf" || command[i] == "-c" {
 			if v, ok := strings.CutPrefix(command[i+1], key+"="); ok {
 				return lastConf(command[i+2:], key, v)
 			}
-		case "--properties-file":
+		}
+	}
+	file := PropertiesFile(command)
+	if file == "" {
+		return ""
+	}
+	data, err := read(file)
+	if err != nil {
+		return ""
+	}
+	return propertiesValue(data, key)
+}
+
+// PropertiesFile is the properties file a driver command names (the last --properties-file), ""
+// when it names none.
+func PropertiesFile(command []string) string {
+	file := ""
+	for i := 0; i+1 < len(command); i++ {
+		if command[i] == "--properties-file" {
 			file = command[i+1]
 		}
 	}
-	if file != "" {
-		value = propertiesValue(file, key)
-	}
-	return value
+	return file
 }
 
 // lastConf is the last value "--conf key=value" gives in rest, v when none does.
@@ -64,17 +82,12 @@ func lastConf(rest []string, key, v string) string {
 	return v
 }
 
-// propertiesValue reads key from a Java properties file as spark-submit writes it (one
+// propertiesValue reads key from a Java properties file's data as spark-submit writes it (one
 // key=value a line; '#' and '!' start comments; ':' or white space may separate too). Escapes
 // and continued lines are not read: the settings looked for here have plain keys and values.
-func propertiesValue(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = f.Close() }()
+func propertiesValue(data []byte, key string) string {
 	value := ""
-	scan := bufio.NewScanner(f)
+	scan := bufio.NewScanner(bytes.NewReader(data))
 	scan.Buffer(make([]byte, 64<<10), 1<<20)
 	for scan.Scan() {
 		line := strings.TrimLeft(scan.Text(), " \t\f")

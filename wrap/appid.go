@@ -2,6 +2,7 @@ package wrap
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 )
@@ -65,7 +66,7 @@ func (o Options) DriverCommand() ([]string, error) {
 	if o.Incarnation == "" {
 		return nil, fmt.Errorf("--%s needs --%s", FlagSparkAppID, FlagIncarnation)
 	}
-	id, err := incarnationAppID(o.SparkAppID, o.Incarnation, appIDLimit(o.Command))
+	id, err := o.RunsAs(o.Incarnation, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +78,15 @@ func (o Options) DriverCommand() ([]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("the driver command sets no %s%s (--conf) to give the incarnation's app id %s", appIDSetting, o.SparkAppID, id)
+}
+
+// RunsAs is the app id the driver o runs is given in the incarnation whose pod has UID uid:
+// IncarnationAppID, cut to fit the names of Spark's StatefulSet allocator when o.Command chooses
+// it (appIDLimit; its properties file read with read). The one place that decides it, for wrap
+// (DriverCommand, read: os.ReadFile) and for kubectl driverset status (read: the ConfigMap that
+// holds the file), so that what status shows is what the driver runs with.
+func (o Options) RunsAs(uid string, read ReadFile) (string, error) {
+	return incarnationAppID(o.SparkAppID, uid, appIDLimit(o.Command, read))
 }
 
 // IncarnationOf reports whether Spark app id id is one that a driver of the app submitted as

@@ -201,6 +201,12 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Spark's executor StatefulSets carry no label to select them by: a cache of every
+	// StatefulSet's metadata, each cut to a fixed shape (controller.ExecutorSetCacheOptions).
+	executorSets, err := cache.New(cfg, watched(controller.ExecutorSetCacheOptions(), f.watchNamespaces))
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Cache: watched(controller.CacheOptions(), f.watchNamespaces),
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
@@ -238,6 +244,9 @@ func serve(ctx context.Context, args []string) error {
 	if err := mgr.Add(controller.PlaceholderCache{Cache: placeholders}); err != nil {
 		return err
 	}
+	if err := mgr.Add(controller.PlaceholderCache{Cache: executorSets}); err != nil {
+		return err
+	}
 	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
 	// One limit for the six entries: they share the replica's memory.
@@ -256,18 +265,19 @@ func serve(ctx context.Context, args []string) error {
 	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer, Authorize: authorize}))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
 	hooks.Register(webhook.ExecutorPath, observed("executor", &webhook.Executor{Reader: pods}))
-	hooks.Register(webhook.IncarnationPath, observed("incarnation", &webhook.Incarnation{Reader: pods}))
+	hooks.Register(webhook.IncarnationPath, observed("incarnation", &webhook.Incarnation{Reader: pods, Sets: executorSets}))
 	r := &controller.Placeholder{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Events:     controller.LoggedEvents(mgr.GetEventRecorder("driverset.dev/controller"), ctrl.Log.WithName("placeholder")),
-		Convert:    convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
-		Budget:     controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
-		FenceAfter: f.fenceAfter,
-		Bounds:     f.fenceBounds,
-		Heartbeats: controller.NewHeartbeats(nil),
-		Metrics:    metrics.controller,
-		Seal:       sealer,
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		ExecutorSets: executorSets,
+		Events:       controller.LoggedEvents(mgr.GetEventRecorder("driverset.dev/controller"), ctrl.Log.WithName("placeholder")),
+		Convert:      convert.Options{Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.imagePullPolicy)},
+		Budget:       controller.Budget{Backoff: f.restartBackoff, MaxBackoff: f.maxRestartBackoff},
+		FenceAfter:   f.fenceAfter,
+		Bounds:       f.fenceBounds,
+		Heartbeats:   controller.NewHeartbeats(nil),
+		Metrics:      metrics.controller,
+		Seal:         sealer,
 	}
 	// Every StatefulSet and Service driverset's ServiceAccount creates is checked against the
 	// controller's own builder, on every replica (docs/design.md#what-a-create-may-be).
@@ -290,7 +300,7 @@ func serve(ctx context.Context, args []string) error {
 	checks.readyz["seal-key"] = keys.Ready
 	// Ready also means the informer caches the webhooks read are filled: before that the
 	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
-	checks.readyz["informer-caches"] = cachesSynced(mgr.GetCache(), placeholders)
+	checks.readyz["informer-caches"] = cachesSynced(mgr.GetCache(), placeholders, executorSets)
 	// The driver webhook reads LimitRanges from the cache, and the creates webhook StatefulSets
 	// too (the names and seal of an app, as the controller reads them): have those informers
 	// started with it, on replicas that do not lead as well.
@@ -298,6 +308,10 @@ func serve(ctx context.Context, args []string) error {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return err
 		}
+	}
+	// And the incarnations webhook Spark's executor StatefulSets.
+	if _, err := executorSets.GetInformer(ctx, convert.ExecutorSetObject()); err != nil {
+		return err
 	}
 	for _, s := range []struct {
 		name, addr string

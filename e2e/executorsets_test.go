@@ -1,0 +1,86 @@
+//go:build testbed
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/convert"
+)
+
+// A DStream app under Spark's StatefulSet executor allocator (issue 34) restores its app id from
+// its checkpoint, so every incarnation's driver makes an executor StatefulSet of one name,
+// spark-s-<id>-<profile>, owned by its driver pod; the next driver's create fails while the lost
+// one's is still there. A lost set with no pod left (dynamic allocation scaled it to 0) holds no
+// executor: driverset's cache of StatefulSets' metadata must see it, the incarnations webhook
+// gate the next S-0 for it and the controller lift the gate only once the garbage collector has
+// removed it. The set is kept Terminating by a finalizer of the test's own, as a slow garbage
+// collector would, until released.
+func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	a := app(ns, "sets")
+	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
+	r := startApp(t, a, 0)
+	appID := getPod(t, ns, r.sub.plan.DriverPodName).Labels[contract.LabelSparkAppSelector]
+	if appID == "" {
+		t.Fatal("the placeholder has no app id")
+	}
+
+	// Spark's set, as StatefulSetPodsAllocator makes it, scaled to 0: no label of its own, its
+	// controller the driver pod.
+	selector := map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor}
+	set := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "spark-s-" + appID + "-0", Namespace: ns,
+			Finalizers: []string{"e2e.driverset.dev/hold"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: r.pod.Name, UID: r.pod.UID,
+				Controller: new(true), BlockOwnerDeletion: new(true)}}},
+		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(0)), PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.6"}}}}},
+	}
+	if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		drop := []byte(`{"metadata":{"finalizers":null}}`)
+		_, _ = kube().AppsV1().StatefulSets(ns).Patch(context.Background(), set.Name, types.MergePatchType, drop, metav1.PatchOptions{})
+	}
+	t.Cleanup(release)
+
+	exitDriver(t, r.pod, 1)
+	var next *corev1.Pod
+	waitFor(t, 30*time.Second, "a new incarnation held by the stale-executor gate", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(ns).Get(ctx, r.names.DriverPodName(), metav1.GetOptions{})
+		if err != nil || p.UID == r.pod.UID {
+			return false, nil
+		}
+		next = p
+		return convert.HasGate(&p.Spec, contract.GateStaleExecutors), nil
+	})
+	waitFor(t, 30*time.Second, "the placeholder saying what the driver waits for", func(ctx context.Context) (bool, error) {
+		msg := getPod(t, ns, r.sub.plan.DriverPodName).Status.Message
+		return strings.Contains(msg, "executor StatefulSet(s) of the previous driver") && strings.Contains(msg, set.Name), nil
+	})
+	time.Sleep(3 * time.Second)
+	if p := getPod(t, ns, r.names.DriverPodName()); p.UID != next.UID || p.Spec.NodeName != "" {
+		t.Fatalf("the new incarnation was scheduled (node %q) while the lost executor StatefulSet exists", p.Spec.NodeName)
+	}
+
+	release()
+	d := runningDriver(t, ns, r.names, string(r.pod.UID))
+	if d.UID != next.UID {
+		t.Errorf("the held incarnation %s was replaced by %s instead of released", next.UID, d.UID)
+	}
+}
