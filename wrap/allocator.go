@@ -3,6 +3,7 @@ package wrap
 import (
 	"bufio"
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -35,15 +36,19 @@ func appIDLimit(command []string, read ReadFile) int {
 }
 
 // sparkSetting is the value command gives Spark's setting key, as spark-submit's driver reads
-// it: the last "--conf key=value" on the command line, else the properties file the command
-// names with --properties-file (PropertiesFile; in cluster mode spark-submit puts every setting
-// there), read with read, else "". A file that cannot be read gives nothing: Spark refuses to
-// start without it anyway.
+// it: the last "--conf key=value" among spark-submit's options (submitOptions), else the
+// properties file they name with --properties-file (PropertiesFile; in cluster mode spark-submit
+// puts every setting there), read with read, else "". A file that cannot be read gives nothing:
+// Spark refuses to start without it anyway.
 func sparkSetting(command []string, key string, read ReadFile) string {
-	for i := 0; i+1 < len(command); i++ {
+	start, end := submitOptions(command)
+	if start < 0 {
+		return ""
+	}
+	for i := start; i+1 < end; i++ {
 		if command[i] == "--conf" || command[i] == "-c" {
 			if v, ok := strings.CutPrefix(command[i+1], key+"="); ok {
-				return lastConf(command[i+2:], key, v)
+				return lastConf(command[i+2:end], key, v)
 			}
 		}
 	}
@@ -58,16 +63,44 @@ func sparkSetting(command []string, key string, read ReadFile) string {
 	return propertiesValue(data, key)
 }
 
-// PropertiesFile is the properties file a driver command names (the last --properties-file), ""
-// when it names none.
+// PropertiesFile is the properties file a driver command names (the last --properties-file among
+// spark-submit's options: submitOptions), "" when it names none.
 func PropertiesFile(command []string) string {
+	start, end := submitOptions(command)
+	if start < 0 {
+		return ""
+	}
 	file := ""
-	for i := 0; i+1 < len(command); i++ {
+	for i := start; i+1 < end; i++ {
 		if command[i] == "--properties-file" {
 			file = command[i+1]
 		}
 	}
 	return file
+}
+
+// submitFlags are spark-submit's options that take no value.
+var submitFlags = []string{"--verbose", "-v", "--supervise"} //nolint:gochecknoglobals // constant list
+
+// submitOptions is where spark-submit's options are in a driver command: from its first --conf or
+// --properties-file (what comes before is the entry command) up to the primary resource, the
+// first argument that is neither an option nor an option's value; what follows it is the job's
+// own arguments, which may look like settings. start is -1 when the command has no such option.
+func submitOptions(command []string) (start, end int) {
+	start = slices.IndexFunc(command, func(a string) bool { return a == "--conf" || a == "-c" || a == "--properties-file" })
+	if start < 0 {
+		return -1, -1
+	}
+	for i := start; i < len(command); i++ {
+		switch {
+		case slices.Contains(submitFlags, command[i]):
+		case strings.HasPrefix(command[i], "-"):
+			i++ // its value
+		default:
+			return start, i
+		}
+	}
+	return start, len(command)
 }
 
 // lastConf is the last value "--conf key=value" gives in rest, v when none does.

@@ -59,7 +59,19 @@ func incarnationAppID(appID, uid string, limit int) (string, error) {
 // log, or delete the submission's driver Service when it stops. A later argument that only
 // looks the same is the job's (it follows the primary resource), so only the first pair is
 // changed. o.Command itself is not changed.
+//
+// Spark's RPC authentication is turned on too, unless the app chose (executorFenceOf): it fences
+// the executors of earlier incarnations out of this driver.
 func (o Options) DriverCommand() ([]string, error) {
+	command, err := o.incarnationCommand()
+	if err != nil {
+		return nil, err
+	}
+	return executorFenceOf(command, os.ReadFile).apply(command), nil
+}
+
+// incarnationCommand is o.Command with the incarnation's app id (see DriverCommand).
+func (o Options) incarnationCommand() ([]string, error) {
 	if o.SparkAppID == "" {
 		return o.Command, nil
 	}

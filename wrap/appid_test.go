@@ -17,6 +17,11 @@ import (
 func TestDriverCommandGivesEachIncarnationItsOwnAppID(t *testing.T) {
 	const uid = "3F2A9C1E-0b1c-4d2e-9f30-112233445566"
 	entry := []string{"/opt/entrypoint.sh", "driver", "--conf", "spark.kubernetes.driver.pod.name=s-0"}
+	// fenced is c as wrap runs it: Spark's authentication turned on before the first setting
+	// (TestDriverCommandFencesStaleExecutors).
+	fenced := func(c []string) []string {
+		return slices.Concat(c[:2], []string{"--conf", "spark.authenticate=true"}, c[2:])
+	}
 	cases := []struct {
 		name       string
 		appID, inc string
@@ -26,19 +31,19 @@ func TestDriverCommandGivesEachIncarnationItsOwnAppID(t *testing.T) {
 	}{
 		{name: "no app id asked for: the command as given",
 			command: slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc"}),
-			want:    slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc"})},
+			want:    fenced(slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc"}))},
 		{name: "the submitted id gets the incarnation's suffix",
 			appID: "spark-abc", inc: uid,
 			command: slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc", "--class", "Main", "spark-internal"}),
-			want:    slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc-3f2a9c1e", "--class", "Main", "spark-internal"})},
+			want:    fenced(slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc-3f2a9c1e", "--class", "Main", "spark-internal"}))},
 		{name: "a job argument that looks the same is the job's",
 			appID: "spark-abc", inc: uid,
 			command: slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc", "spark-internal", "spark.app.id=spark-abc"}),
-			want:    slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc-3f2a9c1e", "spark-internal", "spark.app.id=spark-abc"})},
+			want:    fenced(slices.Concat(entry, []string{"--conf", "spark.app.id=spark-abc-3f2a9c1e", "spark-internal", "spark.app.id=spark-abc"}))},
 		{name: "a UID without dashes",
 			appID: "spark-abc", inc: "0123456789abcdef0123456789abcdef",
 			command: []string{"e", "driver", "--conf", "spark.app.id=spark-abc"},
-			want:    []string{"e", "driver", "--conf", "spark.app.id=spark-abc-01234567"}},
+			want:    fenced([]string{"e", "driver", "--conf", "spark.app.id=spark-abc-01234567"})},
 
 		{name: "no --conf spark.app.id=<id> to give it to",
 			appID: "spark-abc", inc: uid, command: entry,
@@ -96,7 +101,7 @@ func TestRunStartsTheDriverWithItsIncarnationsAppID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "--conf\nspark.app.id=spark-abc-3f2a9c1e\n"; string(got) != want {
+	if want := "--conf\nspark.authenticate=true\n--conf\nspark.app.id=spark-abc-3f2a9c1e\n"; string(got) != want {
 		t.Errorf("the driver got %q, want %q", got, want)
 	}
 

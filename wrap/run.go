@@ -85,6 +85,9 @@ func Run(ctx context.Context, o Options) (exitCode int, err error) {
 	if err != nil {
 		return o.notStarted(err.Error())
 	}
+	if notice := executorFenceOf(o.Command, os.ReadFile).notice; notice != "" {
+		o.logf("%s", notice)
+	}
 	o.Command = command
 
 	// The heartbeat is held before the driver starts (and before it is marked started: a
