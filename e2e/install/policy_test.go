@@ -40,7 +40,7 @@ func TestEveryInstallKeepsPlaceholdersHeld(t *testing.T) {
 }
 
 // guardRails are the ValidatingAdmissionPolicies that narrow driverset's own ServiceAccount.
-var guardRails = []string{"driverset-guard-creates", "driverset-guard-pods", "driverset-guard-webhooks", "driverset-guard-updates", "driverset-guard-events"} //nolint:gochecknoglobals // a constant list
+var guardRails = []string{"driverset-guard-creates", "driverset-guard-pods", "driverset-guard-webhooks", "driverset-guard-updates", "driverset-guard-events", "driverset-guard-secrets"} //nolint:gochecknoglobals // a constant list
 
 // Every way in ships the guard rails on driverset's own power (issue 11), each bound with Deny and
 // matched to driverset's ServiceAccount in the namespace it is installed in; the chart can leave
