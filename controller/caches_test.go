@@ -145,7 +145,7 @@ func TestPlaceholderTransformKeepsWhatIsRead(t *testing.T) {
 	if err := convert.ToPlaceholder(whole); err != nil {
 		t.Fatal(err)
 	}
-	if err := testSeal().Sign(whole); err != nil {
+	if err := testSeal().Sign(whole, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	whole.CreationTimestamp = metav1.NewTime(time.Now())

@@ -85,7 +85,7 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 	if err := convert.ToPlaceholder(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := testSeal().Sign(p); err != nil {
+	if err := testSeal().Sign(p, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	p.CreationTimestamp = metav1.NewTime(t0)

@@ -80,7 +80,7 @@ func legacyApp(t *testing.T, edit func(*corev1.Pod)) (*corev1.Pod, *appsv1.State
 	if err := convert.ToPlaceholder(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := testSeal().Sign(p); err != nil {
+	if err := testSeal().Sign(p, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	p.CreationTimestamp = metav1.NewTime(t0)

@@ -22,7 +22,7 @@ func TestPlanProvision(t *testing.T) {
 		p := planPlaceholder(nil)
 		p.CreationTimestamp = metav1.NewTime(t0)
 		if sealed {
-			if err := testSeal().Sign(p); err != nil {
+			if err := testSeal().Sign(p, "alice"); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -39,7 +39,7 @@ func TestReconcileBuildsOnlyFromSealedPlaceholders(t *testing.T) {
 			reason: "does not match"},
 		{name: "sealed with another key", edit: func(p *corev1.Pod) {
 			other := seal.Sealer{Key: []byte(strings.Repeat("o", seal.MinKeyLen)), Now: func() time.Time { return t0 }}
-			if err := other.Sign(p); err != nil {
+			if err := other.Sign(p, "alice"); err != nil {
 				panic(err)
 			}
 		}, reason: "does not match"},

@@ -20,9 +20,15 @@ import (
 // of a shared cluster has.
 func tenant(t *testing.T, ns string) kubernetes.Interface {
 	t.Helper()
-	user := "tenant-of-" + ns
+	return editor(t, ns, "tenant-of-"+ns, "tenant")
+}
+
+// editor is a client acting as user, given the namespace's `edit` role in ns by the RoleBinding
+// binding.
+func editor(t *testing.T, ns, user, binding string) kubernetes.Interface {
+	t.Helper()
 	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: binding, Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}

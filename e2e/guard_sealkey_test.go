@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,7 +97,8 @@ func TestDriversetTokenCannotReadTheSealKey(t *testing.T) {
 			return secrets.Delete(ctx, name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		}},
 		// The test bed's driverset runs with the base RBAC (no self-managed TLS, whose CA Secret
-		// needs create: with it, the token could still make the Secret while it is absent).
+		// needs create: with it, driverset-guard-secrets refuses this,
+		// TestDriversetTokenCannotPlantTheSealKey).
 		{"make a key of its own", func() error {
 			_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "driverset-seal-planted", Namespace: ns},
 				Data: map[string][]byte{seal.KeyField: make([]byte, seal.MinKeyLen)}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -109,4 +111,42 @@ func TestDriversetTokenCannotReadTheSealKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 35, attack: with self-managed TLS (the default install) driverset's token may create
+// Secrets in its namespace, for its CA, and RBAC cannot say which: while the seal key's Secret is
+// absent (a fresh install before the Job ran, a rotation between the delete and the next Job) the
+// token could make it with a key of its own, which every replica then reads. The guard rail
+// driverset-guard-secrets lets it create its CA Secret and nothing else. Before (the old
+// manifests): the create of the seal key was admitted. Server-side dry runs: nothing is planted
+// if one is let through.
+func TestDriversetTokenCannotPlantTheSealKey(t *testing.T) {
+	ctx := context.Background()
+	ns := systemNamespace
+	applySelfManagedRBAC(t) // create on Secrets of driverset's namespace, as the default install grants it
+	if err := kube().CoreV1().Secrets(ns).Delete(ctx, seal.SecretName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	secrets := asDriverset(t).CoreV1().Secrets(ns)
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	secret := func(name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string][]byte{seal.KeyField: make([]byte, seal.MinKeyLen)}}
+	}
+	for _, name := range []string{seal.SecretName, "driverset-seal-planted"} {
+		t.Run("plant "+name, func(t *testing.T) {
+			if _, err := secrets.Create(ctx, secret(name), dry); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "driverset-guard-secrets") {
+				t.Errorf("driverset's token creates Secret %s: %v, want refused by driverset-guard-secrets", name, err)
+			}
+		})
+	}
+	// Its own CA Secret is still made (AlreadyExists: a self-managed run before this one left it,
+	// and the create got past admission to the store).
+	t.Run("its CA Secret", func(t *testing.T) {
+		ca := secret(caSecretName)
+		ca.Data = nil
+		if _, err := secrets.Create(ctx, ca, dry); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Errorf("driverset's token creates its CA Secret %s: %v, want admitted", ca.Name, err)
+		}
+	})
 }

@@ -58,14 +58,14 @@ func TestSealerReadsItsKeyFile(t *testing.T) {
 	k := NewKeyFile(path)
 	s := Sealer{Keys: k, Now: func() time.Time { return t0 }}
 	p := placeholder()
-	if err := s.Sign(p); err == nil {
+	if err := s.Sign(p, "alice"); err == nil {
 		t.Fatal("sealed with no key")
 	}
 	write(t, path, strings.Repeat("a", MinKeyLen))
 	if _, err := k.Load(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sign(p); err != nil {
+	if err := s.Sign(p, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if err := sealer("a").Verify(p, t0); err != nil {

@@ -27,6 +27,13 @@ import (
 // Annotation holds the seal on a placeholder: "v1.<unix seconds>.<base64url HMAC-SHA256>".
 const Annotation = "driverset.dev/seal"
 
+// CreatorAnnotation records, under the seal, the user whose create the webhook sealed (the
+// AdmissionReview's userInfo.username). The ValidatingAdmissionPolicy driverset-seal-creator refuses
+// a sealed placeholder created by anyone else: a seal copied onto a pod posted again under the same
+// name within MaxSkew (its first pod deleted) holds only for that same user, who was allowed what
+// it records.
+const CreatorAnnotation = "driverset.dev/sealed-for"
+
 // MaxSkew bounds how far the seal's time may be from the moment it is checked against: the
 // webhook's own re-invocation (seconds later) and the pod's creationTimestamp (set by the
 // apiserver right after admission), with room for clocks that disagree. It keeps a seal copied
@@ -61,9 +68,9 @@ func (s Sealer) DryRun() Sealer {
 	return s
 }
 
-// Sign records on pod, a placeholder the webhook has just made, a seal over its namespace, name
-// and recorded resources.
-func (s Sealer) Sign(pod *corev1.Pod) error {
+// Sign records on pod, a placeholder the webhook has just made in creator's create, a seal over its
+// namespace, name, recorded resources and creator (CreatorAnnotation).
+func (s Sealer) Sign(pod *corev1.Pod, creator string) error {
 	key := s.key()
 	if len(key) < MinKeyLen {
 		return errors.New("driverset has no key to seal placeholders with")
@@ -72,9 +79,13 @@ func (s Sealer) Sign(pod *corev1.Pod) error {
 		return errors.New("driverset seals a placeholder by its name, and this pod has none yet")
 	}
 	at := s.now().Unix()
+	if creator == "" {
+		return errors.New("driverset seals a placeholder for the user who creates it, and this create names none")
+	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
+	pod.Annotations[CreatorAnnotation] = creator
 	pod.Annotations[Annotation] = version + "." + strconv.FormatInt(at, 10) + "." +
 		base64.RawURLEncoding.EncodeToString(s.mac(key, pod.Namespace, pod.Name, at, pod))
 	return nil
@@ -99,6 +110,9 @@ func (s Sealer) Verify(pod *corev1.Pod, at time.Time) error {
 	if err != nil {
 		return fmt.Errorf("its seal (annotation %s) is not driverset's", Annotation)
 	}
+	if strings.ContainsRune(pod.Annotations[contract.AnnotationResources], 0) || strings.ContainsRune(pod.Annotations[CreatorAnnotation], 0) {
+		return fmt.Errorf("its seal (annotation %s) is not driverset's", Annotation)
+	}
 	got, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err == nil && !s.dryRun && hmac.Equal(got, s.DryRun().mac(key, pod.Namespace, pod.Name, signed, pod)) {
 		return fmt.Errorf("its seal (annotation %s) was made for a dry-run create, which leaves no pod: "+
@@ -120,13 +134,20 @@ func (s Sealer) VerifyNow(pod *corev1.Pod) error { return s.Verify(pod, s.now())
 
 // mac is the HMAC of what a seal covers: everything S-0 takes from the placeholder's annotation,
 // and the name and namespace, so a seal cannot be moved to another pod; a dry-run's seal has one
-// more field, so it is never a real create's. A field is never ambiguous: each is ended by a NUL,
-// which none of them can hold. The name is the pod's final one: the webhook refuses to seal a pod
+// more field, so it is never a real create's; so does one naming its creator. A field is never
+// ambiguous: each is ended by a NUL, which none of them can hold (Verify refuses annotations that
+// do, which would otherwise pass one field off as several). The name is the pod's final one: the webhook refuses to seal a pod
 // that has none yet (named by generateName), whose seal would hold for any name.
 // The key is read once by the caller, so that one check never mixes two keys across a rotation.
 func (s Sealer) mac(key []byte, namespace, name string, at int64, pod *corev1.Pod) []byte {
 	h := hmac.New(sha256.New, key)
 	fields := []string{version, namespace, name, strconv.FormatInt(at, 10), pod.Annotations[contract.AnnotationResources]}
+	// A seal made before seals named their creator has no such field, and still holds for the
+	// placeholders it was made for; any change to the annotation, its removal included, breaks a
+	// seal that names one.
+	if creator, ok := pod.Annotations[CreatorAnnotation]; ok {
+		fields = append(fields, "creator", creator)
+	}
 	if s.dryRun {
 		fields = append(fields, "dry-run")
 	}

@@ -61,6 +61,19 @@ func TestVerify(t *testing.T) {
 		{name: "a dry-run's, checked again within the dry-run", at: t0, signDry: true, checkDry: true},
 		{name: "a dry-run's, replayed onto a real create", at: t0, signDry: true, reason: "made for a dry-run create"},
 		{name: "a real create's, checked as a dry-run's", at: t0, checkDry: true, reason: "does not match"},
+		// Who it was made for: the policy driverset-seal-creator holds a create to it, so it
+		// cannot be changed or dropped, and a NUL cannot pass one field off as several.
+		{name: "made for another user", at: t0, edit: func(p *corev1.Pod) { p.Annotations[CreatorAnnotation] = "mallory" }, reason: "does not match"},
+		{name: "its creator removed", at: t0, edit: func(p *corev1.Pod) { delete(p.Annotations, CreatorAnnotation) }, reason: "does not match"},
+		{name: "its creator folded into the recorded resources", at: t0, edit: func(p *corev1.Pod) {
+			p.Annotations[contract.AnnotationResources] += "\x00creator\x00" + p.Annotations[CreatorAnnotation]
+			delete(p.Annotations, CreatorAnnotation)
+		}, reason: "is not driverset's"},
+		{name: "made before seals named their creator", at: t0, edit: func(p *corev1.Pod) {
+			delete(p.Annotations, CreatorAnnotation)
+			p.Annotations[Annotation] = version + "." + strconv.FormatInt(t0.Unix(), 10) + "." +
+				base64.RawURLEncoding.EncodeToString(sealer("s").mac([]byte(strings.Repeat("s", MinKeyLen)), p.Namespace, p.Name, t0.Unix(), p))
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,7 +82,7 @@ func TestVerify(t *testing.T) {
 			if tc.signDry {
 				signer = signer.DryRun()
 			}
-			if err := signer.Sign(p); err != nil {
+			if err := signer.Sign(p, "alice"); err != nil {
 				t.Fatal(err)
 			}
 			if tc.edit != nil {
@@ -100,7 +113,7 @@ func TestVerify(t *testing.T) {
 func TestNoSealWithoutAName(t *testing.T) {
 	p := placeholder()
 	p.Name, p.GenerateName = "", "pi-"
-	if err := sealer("s").Sign(p); err == nil || !strings.Contains(err.Error(), "has none yet") {
+	if err := sealer("s").Sign(p, "alice"); err == nil || !strings.Contains(err.Error(), "has none yet") {
 		t.Fatalf("Sign of a pod without a name = %v, want a refusal", err)
 	}
 	s := sealer("s")
@@ -114,13 +127,24 @@ func TestNoSealWithoutAName(t *testing.T) {
 
 func TestNoKeySealsNothing(t *testing.T) {
 	p := placeholder()
-	if err := (Sealer{}).Sign(p); err == nil {
+	if err := (Sealer{}).Sign(p, "alice"); err == nil {
 		t.Fatal("Sign without a key succeeded")
 	}
-	if err := sealer("s").Sign(p); err != nil {
+	if err := sealer("s").Sign(p, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if err := (Sealer{Key: []byte("short")}).Verify(p, t0); err == nil {
 		t.Fatal("Verify with a short key succeeded")
+	}
+}
+
+// A seal names the user whose create it was made in; a create that names none gets no seal.
+func TestSealNamesItsCreator(t *testing.T) {
+	p := placeholder()
+	if err := sealer("s").Sign(p, ""); err == nil {
+		t.Fatal("Sign for no creator succeeded")
+	}
+	if err := sealer("s").Sign(p, "alice"); err != nil || p.Annotations[CreatorAnnotation] != "alice" {
+		t.Fatalf("Sign for alice: %v, annotations %v", err, p.Annotations)
 	}
 }

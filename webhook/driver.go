@@ -75,7 +75,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 	// reach S-0 unseen by any policy on who may ask for them.
 	placeholder := convert.IsPlaceholder(pod)
 	sealer := sealerFor(d.Seal, req)
-	if nc := unsealed(sealer, pod); placeholder && nc != nil {
+	if nc := unsealed(sealer, pod, req.UserInfo.Username); placeholder && nc != nil {
 		return admission.Denied(nc.Error())
 	}
 	was := pod.DeepCopy()
@@ -109,7 +109,7 @@ func (d *Driver) Handle(ctx context.Context, req admission.Request) admission.Re
 		}
 	}
 	if !placeholder {
-		if err := sealer.Sign(pod); err != nil {
+		if err := sealer.Sign(pod, req.UserInfo.Username); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}

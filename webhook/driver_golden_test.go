@@ -15,6 +15,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	jsonpatch4 "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,7 @@ func createRequest(raw []byte, dryRun bool) admission.Request {
 		Operation:   admissionv1.Create,
 		Object:      runtime.RawExtension{Raw: raw},
 		DryRun:      &dryRun,
+		UserInfo:    authenticationv1.UserInfo{Username: "alice"},
 	}}
 }
 

@@ -21,11 +21,17 @@ func sealerFor(s seal.Sealer, req admission.Request) seal.Sealer {
 }
 
 // unsealed says why pod, which carries a placeholder's marks, was not made by this webhook moments
-// ago, in a create of the same kind (real or dry-run), or nil when it was: its own output, seen
-// again on re-invocation or by the other driver entry. Such a pod was shaped by its creator:
-// refused, as the controller would never run it.
-func unsealed(sealer seal.Sealer, pod *corev1.Pod) *convert.NotConvertible {
+// ago, in a create of the same kind (real or dry-run) by the same user (requester), or nil when it
+// was: its own output, seen again on re-invocation or by the other driver entry. Such a pod was
+// shaped by its creator, or is another user's placeholder posted again with its seal: refused, as
+// the controller would never run the first, and the second is not this user's to run (the policy
+// driverset-seal-creator refuses it too, where this webhook is not called).
+func unsealed(sealer seal.Sealer, pod *corev1.Pod, requester string) *convert.NotConvertible {
 	err := sealer.VerifyNow(pod)
+	if creator, ok := pod.Annotations[seal.CreatorAnnotation]; err == nil && ok && creator != requester {
+		err = fmt.Errorf("its seal (annotation %s) was made for another user's create (annotation %s)",
+			seal.Annotation, seal.CreatorAnnotation)
+	}
 	if err == nil {
 		return nil
 	}

@@ -27,7 +27,7 @@ func sealedPlaceholder(p *corev1.Pod) {
 	if err := convert.ToPlaceholder(p); err != nil {
 		panic(err)
 	}
-	if err := testSeal().Sign(p); err != nil {
+	if err := testSeal().Sign(p, "alice"); err != nil {
 		panic(err)
 	}
 }
@@ -43,11 +43,16 @@ func TestSealIsForOneRealNamedCreate(t *testing.T) {
 		// enforced: the namespace-policy entry; firstDry, againDry: the first admission and the
 		// second (its own placeholder, seen again) are dry-runs.
 		enforced, notOptedIn, firstDry, againDry bool
-		want                                     string // "": allowed with no patch the second time; else the refusal (or warning)
+		// againAs: the second admission is another user's (createRequest's is alice).
+		againAs string
+		want    string // "": allowed with no patch the second time; else the refusal (or warning)
 	}{
 		{name: "a real create, re-invoked"},
 		{name: "a dry-run, re-invoked within the dry-run", firstDry: true, againDry: true},
 		{name: "a dry-run's placeholder, posted for real", firstDry: true, want: "made for a dry-run create"},
+		{name: "a placeholder posted again by another user", againAs: "mallory", want: "made for another user's create"},
+		{name: "a placeholder posted again by another user, under the namespace policy", enforced: true, againAs: "mallory",
+			want: "made for another user's create"},
 		{name: "a generateName driver, opted in", edit: generated, want: "has no name (only generateName \"pi-\")"},
 		{name: "a generateName driver under the namespace policy", edit: generated, enforced: true, notOptedIn: true,
 			want: "runs as it is, without driverset"},
@@ -76,7 +81,11 @@ func TestSealIsForOneRealNamedCreate(t *testing.T) {
 				}
 				return
 			}
-			again := d.Handle(context.Background(), createRequest(applyPatch(t, raw, first.Patches), tc.againDry))
+			second := createRequest(applyPatch(t, raw, first.Patches), tc.againDry)
+			if tc.againAs != "" {
+				second.UserInfo.Username = tc.againAs
+			}
+			again := d.Handle(context.Background(), second)
 			switch {
 			case tc.want == "" && (!again.Allowed || len(again.Patches) != 0):
 				t.Fatalf("its own placeholder seen again: allowed=%v patches=%v (%+v), want allowed unchanged", again.Allowed, again.Patches, again.Result)

@@ -10,10 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driverset/driverset/contract"
+	"github.com/driverset/driverset/seal"
 )
 
-// Every way in ships the ValidatingAdmissionPolicy that keeps a placeholder held (its gate and
-// label cannot be removed), bound with Deny, and cluster-scoped as the API has it: kustomize's
+// Every way in ships the ValidatingAdmissionPolicies that keep a placeholder held (its gate and
+// label cannot be removed) and its seal its creator's, bound with Deny, and cluster-scoped as the API has it: kustomize's
 // namespace transformer would give it a namespace (manifests/base/cluster-scoped removes it).
 func TestEveryInstallKeepsPlaceholdersHeld(t *testing.T) {
 	installs := map[string][]*unstructured.Unstructured{"install.yaml": readInstallYAML(t), namespacedOverlay: render(t, namespacedOverlay)}
@@ -25,22 +26,38 @@ func TestEveryInstallKeepsPlaceholdersHeld(t *testing.T) {
 	}
 	for name, objs := range installs {
 		t.Run(name, func(t *testing.T) {
-			policy := find(t, objs, "ValidatingAdmissionPolicy", "driverset-placeholder")
-			binding := find(t, objs, "ValidatingAdmissionPolicyBinding", "driverset-placeholder")
-			for _, u := range []*unstructured.Unstructured{policy, binding} {
-				if u.GetNamespace() != "" {
-					t.Errorf("%s has namespace %q; it is cluster-scoped", key(u), u.GetNamespace())
+			for _, n := range placeholderPolicies {
+				policy := find(t, objs, "ValidatingAdmissionPolicy", n)
+				binding := find(t, objs, "ValidatingAdmissionPolicyBinding", n)
+				for _, u := range []*unstructured.Unstructured{policy, binding} {
+					if u.GetNamespace() != "" {
+						t.Errorf("%s has namespace %q; it is cluster-scoped", key(u), u.GetNamespace())
+					}
+				}
+				expect(t, binding.Object, n, "spec", "policyName")
+				expect(t, binding.Object, []any{"Deny"}, "spec", "validationActions")
+				expect(t, policy.Object, "Fail", "spec", "failurePolicy")
+				// Only placeholders are looked at, by label before any expression: the policies
+				// cost nothing on other pods' writes.
+				expect(t, policy.Object, map[string]any{"driverset.dev/placeholder": "true"}, "spec", "matchConstraints", "objectSelector", "matchLabels")
+			}
+			// The seal's annotations, as the webhook writes them.
+			spec := toYAML(find(t, objs, "ValidatingAdmissionPolicy", "driverset-seal-creator").Object["spec"])
+			for _, a := range []string{seal.Annotation, seal.CreatorAnnotation} {
+				if !strings.Contains(spec, "'"+a+"'") {
+					t.Errorf("driverset-seal-creator does not read annotation %s", a)
 				}
 			}
-			expect(t, binding.Object, "driverset-placeholder", "spec", "policyName")
-			expect(t, binding.Object, []any{"Deny"}, "spec", "validationActions")
-			expect(t, policy.Object, "Fail", "spec", "failurePolicy")
 		})
 	}
 }
 
+// placeholderPolicies hold every placeholder, whoever writes it: driverset-placeholder keeps it held,
+// driverset-seal-creator keeps its seal to the user it was made for (issue 35).
+var placeholderPolicies = []string{"driverset-placeholder", "driverset-seal-creator"} //nolint:gochecknoglobals // a constant list
+
 // guardRails are the ValidatingAdmissionPolicies that narrow driverset's own ServiceAccount.
-var guardRails = []string{"driverset-guard-creates", "driverset-guard-pods", "driverset-guard-webhooks", "driverset-guard-updates", "driverset-guard-events"} //nolint:gochecknoglobals // a constant list
+var guardRails = []string{"driverset-guard-creates", "driverset-guard-pods", "driverset-guard-webhooks", "driverset-guard-updates", "driverset-guard-events", "driverset-guard-secrets"} //nolint:gochecknoglobals // a constant list
 
 // Every way in ships the guard rails on driverset's own power (issue 11), each bound with Deny and
 // matched to driverset's ServiceAccount in the namespace it is installed in; the chart can leave

@@ -4,6 +4,7 @@ package install
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -194,7 +195,11 @@ func TestRBACGrantsExactlyTheAllowList(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := tc.objs(t)
-			wantGrants(t, grants(t, objs), allowed(tc.selfManaged, tc.watch), "driverset")
+			got := grants(t, objs)
+			wantGrants(t, got, allowed(tc.selfManaged, tc.watch), "driverset")
+			if _, ok := got[grant{systemNamespace, "", "secrets", "create", ""}]; ok {
+				wantSecretCreatesNamed(t, objs, "driverset-ca")
+			}
 			wantGrants(t, grantsTo(t, objs, sealKeyMaker), sealKeyMakerRights(), sealKeyMaker)
 		})
 	}
@@ -328,4 +333,24 @@ func sortedGrants[V any](m map[grant]V) []grant {
 	}
 	sort.Slice(gs, func(i, j int) bool { return gs[i].String() < gs[j].String() })
 	return gs
+}
+
+// wantSecretCreatesNamed: RBAC cannot limit create by name, so where driverset may create Secrets
+// (self-managed TLS, for its CA) the guard rail driverset-guard-secrets limits it to the one name,
+// the Secret get and update are limited to; any other, the seal key's above all, is refused
+// (issue 35, TestDriversetTokenCannotPlantTheSealKey).
+func wantSecretCreatesNamed(t *testing.T, objs []*unstructured.Unstructured, name string) {
+	t.Helper()
+	policy := find(t, objs, "ValidatingAdmissionPolicy", "driverset-guard-secrets")
+	validations, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations")
+	want := "object.metadata.?name.orValue('') == '" + name + "'"
+	if len(validations) != 1 || validations[0].(map[string]any)["expression"] != want {
+		t.Errorf("driverset-guard-secrets validates %v, want only %q", validations, want)
+	}
+	rules, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConstraints", "resourceRules")
+	if len(rules) != 1 || !reflect.DeepEqual(rules[0].(map[string]any)["resources"], []any{"secrets"}) ||
+		!reflect.DeepEqual(rules[0].(map[string]any)["operations"], []any{"CREATE"}) {
+		t.Errorf("driverset-guard-secrets matches %v, want Secret creates", rules)
+	}
+	find(t, objs, "ValidatingAdmissionPolicyBinding", "driverset-guard-secrets")
 }
