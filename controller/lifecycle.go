@@ -48,6 +48,9 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
+	if !o.Exited && evictedForItsOwnUse(pod) {
+		return ownEvictionLost(pod)
+	}
 	if o.Exited && o.Code != 0 && !o.SelfFenced {
 		switch {
 		case o.ByItself:
@@ -84,6 +87,34 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	// mark for the stop lost it (TestPodGCHidesTheExit).
 	if pod.DeletionTimestamp != nil && !exitedBeforeDeletion(pod, o) && !evictedForItsOwnUse(pod) && (!o.Exited || o.Code != 0) {
 		return Outcome{}
+	}
+	return o
+}
+
+// codeLost is the exit code the kubelet gives a container whose end it lost
+// (reasonStatusUnknown): a kill.
+const codeLost = 137
+
+// ownEvictionLost is the outcome of pod, which its kubelet evicted for its own ephemeral-storage
+// use (evictedForItsOwnUse), when the driver container's end that it reports is no record of
+// wrap's: its ContainerStatusUnknown (137, no finishedAt) in state or lastState, the kubelet
+// having lost the container before it sent its status. The eviction itself says the driver
+// failed: it is counted like the 143 wrap would have recorded, with the kubelet's 137, ended
+// when the pod stopped being ready. Taken for no exit, the pod's deletion by the StatefulSet
+// controller made it a pod-deleted loss, never counted, and a driver that always fills its disk
+// would be made again forever (TestOwnStorageEvictionWithItsContainerLost; the real-node
+// TestDriverOverItsStorageLimitIsAFailureNotANodeLoss saw one incarnation too many, 1 run in 2).
+func ownEvictionLost(pod *corev1.Pod) Outcome {
+	o := Outcome{Exited: true, Code: codeLost, PodUID: pod.UID, Stopped: true}
+	if pod.Status.StartTime != nil {
+		// wrap runs the driver once per pod: the pod's start is the driver's, to the seconds
+		// that forget needs.
+		o.StartedAt = pod.Status.StartTime.Time
+	}
+	for _, c := range pod.Status.Conditions {
+		if (c.Type == corev1.ContainersReady || c.Type == corev1.PodReady) && c.Status == corev1.ConditionFalse && c.LastTransitionTime.After(o.FinishedAt) {
+			o.FinishedAt = c.LastTransitionTime.Time
+		}
 	}
 	return o
 }
