@@ -48,7 +48,7 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
-	if !o.Exited && evictedForItsOwnUse(pod) {
+	if !o.Exited && evictedForItsOwnUse(pod) && endLost(pod, container) {
 		return ownEvictionLost(pod)
 	}
 	if o.Exited && o.Code != 0 && !o.SelfFenced {
@@ -95,12 +95,29 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 // (reasonStatusUnknown): a kill.
 const codeLost = 137
 
+// endLost reports whether the end of pod's driver container that the kubelet reports is its
+// ContainerStatusUnknown (in state or lastState): it lost a container it had started.
+func endLost(pod *corev1.Pod, container string) bool {
+	cs := containerStatus(pod.Status, container)
+	if cs == nil {
+		return false
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.Reason == reasonStatusUnknown {
+			return true
+		}
+	}
+	return false
+}
+
 // ownEvictionLost is the outcome of pod, which its kubelet evicted for its own ephemeral-storage
 // use (evictedForItsOwnUse), when the driver container's end that it reports is no record of
-// wrap's: its ContainerStatusUnknown (137, no finishedAt) in state or lastState, the kubelet
-// having lost the container before it sent its status. The eviction itself says the driver
-// failed: it is counted like the 143 wrap would have recorded, with the kubelet's 137, ended
-// when the pod stopped being ready. Taken for no exit, the pod's deletion by the StatefulSet
+// wrap's but its ContainerStatusUnknown (137, no finishedAt; endLost), the kubelet having lost
+// the container before it sent its status. The eviction itself says the driver failed: it is
+// counted like the 143 wrap would have recorded, with the kubelet's 137, ended when the pod
+// stopped being ready. Not so a pod evicted before its container ever started (no end at all):
+// no driver ran, and make model's "the kubelet's own stops" counted that one when every
+// own-storage eviction with no record was taken for a failure. Taken for no exit, the pod's deletion by the StatefulSet
 // controller made it a pod-deleted loss, never counted, and a driver that always fills its disk
 // would be made again forever (TestOwnStorageEvictionWithItsContainerLost; the real-node
 // TestDriverOverItsStorageLimitIsAFailureNotANodeLoss saw one incarnation too many, 1 run in 2).

@@ -79,3 +79,39 @@ func TestOwnStorageEvictionWithItsContainerLost(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnEvictionOutcome: what outcomeOf reads from a pod its kubelet evicted for its own storage
+// use. A lost container end is the driver's failure, 137, ended when the pod stopped being ready;
+// a container that never started has no end (make model counted one when every own-storage
+// eviction with no record was taken for a failure).
+func TestOwnEvictionOutcome(t *testing.T) {
+	started, killed := t0, t0.Add(time.Minute)
+	unknown := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: reasonStatusUnknown}
+	for _, tc := range []struct {
+		name   string
+		state  corev1.ContainerState
+		last   corev1.ContainerState
+		exited bool
+	}{
+		{"its end lost in state", corev1.ContainerState{Terminated: unknown}, corev1.ContainerState{}, true},
+		{"its end lost in lastState", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+			corev1.ContainerState{Terminated: unknown}, true},
+		{"evicted before its container started", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+			corev1.ContainerState{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "uid-s0"}, Status: corev1.PodStatus{
+				Phase: corev1.PodFailed, Reason: reasonEvicted, StartTime: &metav1.Time{Time: started},
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(killed)}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: contract.DriverContainerName, State: tc.state, LastTerminationState: tc.last}},
+			}}
+			o := outcomeOf(pod, contract.DriverContainerName)
+			if o.Exited != tc.exited {
+				t.Fatalf("outcome %+v, exited want %v", o, tc.exited)
+			}
+			if tc.exited && (o.Code != codeLost || !o.FinishedAt.Equal(killed) || !o.StartedAt.Equal(started) || o.PodUID != "uid-s0") {
+				t.Errorf("outcome %+v, want %d from %v to %v", o, codeLost, started, killed)
+			}
+		})
+	}
+}
