@@ -102,7 +102,7 @@ func TestOwnEvictionOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "uid-s0"}, Status: corev1.PodStatus{
 				Phase: corev1.PodFailed, Reason: reasonEvicted, StartTime: &metav1.Time{Time: started},
-				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(killed)}},
+				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(killed)}},
 				ContainerStatuses: []corev1.ContainerStatus{{Name: contract.DriverContainerName, State: tc.state, LastTerminationState: tc.last}},
 			}}
 			o := outcomeOf(pod, contract.DriverContainerName)
