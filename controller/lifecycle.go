@@ -48,6 +48,9 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 		return Outcome{}
 	}
 	o := recordedExit(pod, container)
+	if !o.Exited && evictedForItsOwnUse(pod) && endLost(pod, container) {
+		return ownEvictionLost(pod)
+	}
 	if o.Exited && o.Code != 0 && !o.SelfFenced {
 		switch {
 		case o.ByItself:
@@ -88,6 +91,51 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 	return o
 }
 
+// codeLost is the exit code the kubelet gives a container whose end it lost
+// (reasonStatusUnknown): a kill.
+const codeLost = 137
+
+// endLost reports whether the end of pod's driver container that the kubelet reports is its
+// ContainerStatusUnknown (in state or lastState): it lost a container it had started.
+func endLost(pod *corev1.Pod, container string) bool {
+	cs := containerStatus(pod.Status, container)
+	if cs == nil {
+		return false
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.Reason == reasonStatusUnknown {
+			return true
+		}
+	}
+	return false
+}
+
+// ownEvictionLost is the outcome of pod, which its kubelet evicted for its own ephemeral-storage
+// use (evictedForItsOwnUse), when the driver container's end that it reports is no record of
+// wrap's but its ContainerStatusUnknown (137, no finishedAt; endLost), the kubelet having lost
+// the container before it sent its status. The eviction itself says the driver failed: it is
+// counted like the 143 wrap would have recorded, with the kubelet's 137, ended when the pod
+// stopped being ready. Not so a pod evicted before its container ever started (no end at all):
+// no driver ran, and make model's "the kubelet's own stops" counted that one when every
+// own-storage eviction with no record was taken for a failure. Taken for no exit, the pod's deletion by the StatefulSet
+// controller made it a pod-deleted loss, never counted, and a driver that always fills its disk
+// would be made again forever (TestOwnStorageEvictionWithItsContainerLost; the real-node
+// TestDriverOverItsStorageLimitIsAFailureNotANodeLoss saw one incarnation too many, 1 run in 2).
+func ownEvictionLost(pod *corev1.Pod) Outcome {
+	o := Outcome{Exited: true, Code: codeLost, PodUID: pod.UID, Stopped: true}
+	if pod.Status.StartTime != nil {
+		// wrap runs the driver once per pod: the pod's start is the driver's, to the seconds
+		// that forget needs.
+		o.StartedAt = pod.Status.StartTime.Time
+	}
+	for _, c := range pod.Status.Conditions {
+		if (c.Type == corev1.ContainersReady || c.Type == corev1.PodReady) && c.Status == corev1.ConditionFalse && c.LastTransitionTime.After(o.FinishedAt) {
+			o.FinishedAt = c.LastTransitionTime.Time
+		}
+	}
+	return o
+}
+
 // stopNotReportedYet reports whether pod, whose driver wrap recorded ending after a stop from
 // outside (wrap.StopOf), shows nothing yet of what stopped it: not terminal, no DisruptionTarget
 // mark, and the kubelet has not started the container again after the end
@@ -109,120 +157,6 @@ func outcomeOf(pod *corev1.Pod, container string) Outcome {
 // (TestKubeletStopHidesAnExitNotRestarted).
 func stopNotReportedYet(pod *corev1.Pod, container string) bool {
 	return !isTerminal(pod.Status.Phase) && disruptionOf(pod) == nil && !exitedBeforeARestart(pod, container)
-}
-
-// Reasons the kubelet gives a pod it terminated itself (pod.status.reason, with phase Failed):
-// graceful node shutdown ("Terminated"; "Shutdown" in older kubelets) and node-pressure eviction.
-const (
-	reasonNodeShutdown       = "Terminated"
-	reasonNodeShutdownBefore = "Shutdown"
-	// reasonNodeShutdownRejected: a kubelet restarted while its node shuts down admits its pods
-	// again and rejects them, Failed with this reason and no DisruptionTarget condition.
-	reasonNodeShutdownRejected = "NodeShutdown"
-	reasonEvicted              = "Evicted"
-)
-
-// stoppedFromOutside reports whether pod's driver was stopped by something other than the
-// application, the recovery cause, and when the stop began (zero when the pod does not say).
-//
-//   - The pod is being deleted (eviction API, drain, scale-down, by hand): CausePodDeleted.
-//   - The kubelet or the scheduler terminated it without deleting it: a DisruptionTarget=True
-//     condition, or phase Failed with the kubelet's reason. Graceful node shutdown (spot and
-//     preemptible VMs, upgrades) is CauseNodeShutdown; node-pressure eviction and preemption are
-//     CauseEvicted. Such a pod stays, Failed, until the StatefulSet controller deletes it (a
-//     terminal pod goes at once, with no grace period) and makes S-0 again.
-//
-// An eviction without the condition is not from outside: the eviction manager sets it for node
-// pressure only, and evicts without it a pod over its own ephemeral-storage limit or an emptyDir
-// over its sizeLimit (k8s v1.37 pkg/kubelet/eviction). That is the driver's failure, like an OOM
-// kill: counted, or a driver that always fills its disk would be evicted and made again forever.
-func stoppedFromOutside(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
-	if pod == nil {
-		return "", time.Time{}, false
-	}
-	if pod.DeletionTimestamp != nil {
-		return CausePodDeleted, pod.DeletionTimestamp.Time, true
-	}
-	return disruptedBy(pod)
-}
-
-// disruptedBy is stoppedFromOutside without the deletion: whether the kubelet, the scheduler or
-// the eviction API marked pod as stopped for the node's sake, why, and since when (zero when the
-// pod does not say).
-func disruptedBy(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
-	disruption := disruptionOf(pod)
-	failed := pod.Status.Phase == corev1.PodFailed
-	switch {
-	case evictedForItsOwnUse(pod):
-		return "", time.Time{}, false
-	case failed && pod.Status.Reason == reasonEvicted:
-		cause = CauseEvicted
-	case failed && shutdownReason(pod):
-		cause = CauseNodeShutdown
-	case disruption == nil:
-		return "", time.Time{}, false
-	case disruption.Reason == corev1.PodReasonTerminationByKubelet:
-		// The eviction manager sets the Evicted reason with the same condition (above); without
-		// it, the kubelet is shutting its node down.
-		cause = CauseNodeShutdown
-	default:
-		cause = CauseEvicted
-	}
-	if disruption != nil {
-		since = disruption.LastTransitionTime.Time
-	}
-	return cause, since, true
-}
-
-// endedByItsKubelet reports whether pod's own kubelet stopped it for its node's sake and reported
-// the end (phase Failed): a graceful node shutdown or a node-pressure eviction, with the cause and
-// since when as disruptedBy has them. Not so a pod that PodGC marked Failed (its reason is not the
-// kubelet's), nor one merely being stopped (still Running: its node may die before it ends).
-func endedByItsKubelet(pod *corev1.Pod) (cause string, since time.Time, ok bool) {
-	if pod == nil || pod.Status.Phase != corev1.PodFailed || !byItsKubelet(pod) {
-		return "", time.Time{}, false
-	}
-	return disruptedBy(pod)
-}
-
-// byItsKubelet reports whether what marked pod as disrupted is its own kubelet, which stops the
-// driver itself (a node shutdown, a node-pressure eviction, an admission preemption), rather than
-// a controller that deletes the pod and leaves the stop to the deletion.
-func byItsKubelet(pod *corev1.Pod) bool {
-	if d := disruptionOf(pod); d != nil {
-		return d.Reason == corev1.PodReasonTerminationByKubelet
-	}
-	return pod.Status.Phase == corev1.PodFailed && shutdownReason(pod)
-}
-
-// shutdownReason reports whether pod's status reason is one the kubelet gives a pod it stopped or
-// rejected for its node's shutdown.
-func shutdownReason(pod *corev1.Pod) bool {
-	switch pod.Status.Reason {
-	case reasonNodeShutdown, reasonNodeShutdownBefore, reasonNodeShutdownRejected:
-		return true
-	}
-	return false
-}
-
-// evictedForItsOwnUse reports whether the kubelet evicted pod for its own ephemeral-storage use
-// (phase Failed, reason Evicted, no DisruptionTarget condition; see stoppedFromOutside). The
-// StatefulSet controller deletes such a pod as soon as it is Failed, often within the second the
-// driver was stopped in, so the deletion cannot be told to have come after the exit by the times:
-// the eviction itself says it did.
-func evictedForItsOwnUse(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == reasonEvicted && disruptionOf(pod) == nil
-}
-
-// disruptionOf is pod's DisruptionTarget=True condition (the last one), nil when it has none.
-func disruptionOf(pod *corev1.Pod) *corev1.PodCondition {
-	var disruption *corev1.PodCondition
-	for i := range pod.Status.Conditions {
-		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			disruption = c
-		}
-	}
-	return disruption
 }
 
 // recordedExit is the exit wrap recorded in pod, whether or not the pod is being deleted: the

@@ -80,10 +80,10 @@ func releasable(pod, placeholder *corev1.Pod, now time.Time, nodeDown bool) (boo
 	if _, restarted := restartsOf(placeholder); restarted == pod.UID {
 		return true, "its exit is counted"
 	}
-	if cause, _, ok := endedByItsKubelet(pod); ok {
+	if stopped, ok := stopOf(pod); ok && stopped.ByKubelet {
 		// Its kubelet said why it stopped it; the placeholder's pass records that as the loss's
 		// cause (it may have seen the node not Ready first): once gone, the pod cannot tell it.
-		rec := lostOf(placeholder)
+		cause, rec := stopped.Cause, lostOf(placeholder)
 		switch {
 		case rec != nil && rec.Pod == pod.UID && rec.Cause == cause:
 			return true, "stopped by its kubelet (" + cause + "), recorded"
@@ -175,7 +175,14 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !release {
 		return ctrl.Result{RequeueAfter: outcomePoll}, nil
 	}
-	if rec := lossAtRelease(&pod, placeholder, now()); rec != nil {
+	if lossAtRelease(&pod, placeholder, NodeLoss{}, now()) != nil {
+		// A loss to record: its node, read live, names and dates it as the placeholder's pass
+		// would have (firstLoss).
+		loss, err := o.nodeLoss(ctx, &pod, now())
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		rec := lossAtRelease(&pod, placeholder, loss, now())
 		patch := client.MergeFromWithOptions(placeholder.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if err := setLoss(placeholder, rec); err != nil {
 			return ctrl.Result{}, err
@@ -198,25 +205,34 @@ func (o *Outcomes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 // reconciler may see it first (a new leader, after driverset was evicted with the driver in one
 // drain), and once the pod is gone nothing tells that the next incarnation is a recovery: it was
 // told as DriverRunning, never Recovered (TestRecoveryToldWhenOutcomesGoesFirst). The record is
-// planLoss's: the kubelet's cause when it stopped the pod, else the deletion's.
-func lossAtRelease(pod, placeholder *corev1.Pod, now time.Time) *lostRecord {
+// planLoss's, from the same decision (firstLoss): the kubelet's cause when it stopped the pod,
+// else its node's loss (loss), else the deletion's.
+func lossAtRelease(pod, placeholder *corev1.Pod, loss NodeLoss, now time.Time) *lostRecord {
 	if placeholder == nil || placeholder.DeletionTimestamp != nil || isTerminal(placeholder.Status.Phase) || lostOf(placeholder) != nil {
 		return nil
 	}
 	if _, restarted := restartsOf(placeholder); restarted == pod.UID || outcomeOf(pod, driverContainer(placeholder)).Exited {
 		return nil
 	}
-	cause, since, ok := endedByItsKubelet(pod)
-	if !ok {
-		cause, since, ok = stoppedFromOutside(pod)
+	return firstLoss(pod, loss, now)
+}
+
+// nodeLoss is the loss of pod's node as assessNode has it, on the Node read live (a Node only
+// missing from the cache proves nothing), with no fencing armed: the Outcomes reconciler fences
+// nothing, and the placeholder's pass corrects the record's fencing when it next sees the app.
+func (o *Outcomes) nodeLoss(ctx context.Context, pod *corev1.Pod, now time.Time) (NodeLoss, error) {
+	if pod.Spec.NodeName == "" {
+		return NodeLoss{}, nil
 	}
-	if !ok {
-		return nil
+	var node corev1.Node
+	err := o.reader().Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return assessNode(pod, nil, Zone{}, 0, Heartbeat{}, now), nil
+	case err != nil:
+		return NodeLoss{}, err
 	}
-	if since.IsZero() {
-		since = now
-	}
-	return &lostRecord{Pod: pod.UID, Since: since, Cause: cause}
+	return assessNode(pod, &node, Zone{}, 0, Heartbeat{}, now), nil
 }
 
 // letGo removes driverset's finalizer from pod, conditioned on the pod being as it was read.

@@ -242,7 +242,7 @@ func TestLossAtRelease(t *testing.T) {
 		{"its app is being deleted", pod(nil), app(func(p *corev1.Pod) { p.DeletionTimestamp = &deleted }), ""},
 		{"its app is gone", pod(nil), nil, ""},
 	} {
-		rec := lossAtRelease(tc.pod, tc.app, t0.Add(time.Minute))
+		rec := lossAtRelease(tc.pod, tc.app, NodeLoss{}, t0.Add(time.Minute))
 		switch {
 		case tc.want == "" && rec != nil:
 			t.Errorf("%s: record %+v, want none", tc.name, rec)

@@ -31,15 +31,13 @@ type lossPlan struct {
 func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 	p, driver := s.Placeholder.Value, s.Driver.Value
 	rec := lostOf(p)
-	cause, since, stoppedOutside := stoppedFromOutside(driver)
+	stopped, stoppedOutside := stopOf(driver)
+	byKubelet := stopped.ByKubelet
 	var loss NodeLoss
-	kubeletCause, kubeletSince, byKubelet := endedByItsKubelet(driver)
-	if byKubelet {
-		// Its kubelet stopped it and said so: nothing of it runs, whatever its node's state now
-		// (a kubelet marks a node that shuts down not Ready), so there is no node loss to wait
-		// out or fence, and the kubelet's reason is the cause.
-		cause, since = kubeletCause, kubeletSince
-	} else if driver != nil {
+	if !byKubelet && driver != nil {
+		// Unless its kubelet stopped it and said so: then nothing of it runs, whatever its node's
+		// state now (a kubelet marks a node that shuts down not Ready), so there is no node loss
+		// to wait out or fence, and the kubelet's reason is the cause.
 		var need []Need
 		if loss, need = assessed(s, fenceAfter, now); len(need) > 0 {
 			return lossPlan{Need: need}
@@ -51,11 +49,10 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 		after := p // P as the steps before the fence leave it
 		if rec == nil || rec.Pod != driver.UID || rec.Cause != loss.Cause || rec.Fencing != loss.fencing() {
 			first := rec == nil || rec.Pod != driver.UID
-			since := loss.Since
+			record := firstLoss(driver, loss, now) // loss.Lost, and not byKubelet: the node's
 			if !first {
-				since = rec.Since
+				record.Since = rec.Since
 			}
-			record := &lostRecord{Pod: driver.UID, Since: since, Cause: loss.Cause, Fencing: loss.fencing()}
 			steps = append(steps, recordLossStep{Record: record})
 			after = withLoss(p, record)
 			if first {
@@ -69,17 +66,14 @@ func planLoss(s *Snapshot, fenceAfter time.Duration, now time.Time) lossPlan {
 	case rec != nil && driver != nil && driver.UID == rec.Pod && running(driver):
 		// The node is Ready again and the same pod still runs: nothing was lost after all.
 		return lossPlan{Steps: []Step{recordLossStep{}}}
-	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != cause: // byKubelet: driver is not nil
+	case byKubelet && rec != nil && driver.UID == rec.Pod && rec.Cause != stopped.Cause: // byKubelet: driver is not nil
 		// Seen lost first (its node not Ready as the shutdown began), then told by its kubelet
 		// why it stopped: that is the cause.
-		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: cause}, now)}
+		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: rec.Since, Cause: stopped.Cause}, now)}
 	case rec == nil && stoppedOutside:
 		// Stopped from outside on a healthy node (eviction, drain, kubectl delete, the kubelet's
 		// node shutdown): also a recovery to measure.
-		if since.IsZero() {
-			since = now
-		}
-		return lossPlan{Steps: recordStop(p, driver, &lostRecord{Pod: driver.UID, Since: since, Cause: cause}, now)}
+		return lossPlan{Steps: recordStop(p, driver, firstLoss(driver, loss, now), now)}
 	case rec != nil && driver != nil && driver.UID != rec.Pod && running(driver):
 		took := max(runningSince(driver).Sub(rec.Since), 0)
 		// The record is cleared first, under the optimistic lock, and the recovery told only once

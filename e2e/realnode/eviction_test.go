@@ -30,6 +30,7 @@ const confSpill = "spark.driverset.sim.spillMiB"
 // incarnations are evicted.
 func TestDriverOverItsStorageLimitIsAFailureNotANodeLoss(t *testing.T) {
 	ns := namespace(t, nil)
+	podHistory(t, ns)
 	a := simApp(ns, "spill", 0)
 	a.Conf[confSpill] = "48"
 	s := submit(t, a, func(p *corev1.Pod) {
