@@ -18,13 +18,7 @@ func TestDriverCommandFitsTheStatefulSetAllocatorsNames(t *testing.T) {
 	const uid = "3f2a9c1e-0b1c-4d2e-9f30-112233445566"
 	const submitted = "spark-92fe034a2bc24e8c941c1aee17019678" // Spark's form: spark-<32 hex>
 	dir := t.TempDir()
-	props := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	props := func(name, body string) string { return writeFile(t, dir, name, body) }
 	statefulset := props("sts.properties", "#Spark properties\nspark.app.name=pi\nspark.kubernetes.allocation.pods.allocator=statefulset\nspark.executor.instances=2\n")
 	spaced := props("spaced.properties", "  spark.kubernetes.allocation.pods.allocator : statefulset\n")
 	direct := props("direct.properties", "spark.kubernetes.allocation.pods.allocator=direct\n")
@@ -67,4 +61,14 @@ func TestDriverCommandFitsTheStatefulSetAllocatorsNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeFile writes body to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -2,7 +2,6 @@ package wrap
 
 import (
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,13 +15,7 @@ import (
 // files that outlive the incarnation, runs as it asked, and wrap says its executors are not fenced.
 func TestDriverCommandFencesStaleExecutors(t *testing.T) {
 	dir := t.TempDir()
-	props := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	props := func(name, body string) string { return writeFile(t, dir, name, body) }
 	plain := props("plain.properties", "spark.app.name=pi\n# spark.authenticate=false\n")
 	on := props("on.properties", "spark.authenticate=true\n")
 	off := props("off.properties", "spark.authenticate = False\n")

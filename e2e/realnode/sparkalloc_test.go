@@ -36,6 +36,13 @@ var reRegisteredFrom = regexp.MustCompile(`Registered executor \S+ \(([0-9.]+):\
 // the incarnation gate promises for executors the driver owns), and none registers with the next
 // driver.
 func TestRealSparkStatefulSetAllocatorThroughNodeLoss(t *testing.T) {
+	eachSparkAllocVersion(t, statefulSetAllocatorThroughNodeLoss)
+}
+
+// eachSparkAllocVersion runs run as a subtest for each real Spark version chosen, in make
+// e2e-spark-alloc only.
+func eachSparkAllocVersion(t *testing.T, run func(*testing.T, spark.Dist)) {
+	t.Helper()
 	if os.Getenv(sparkAllocEnv) == "" {
 		t.Skipf("a make e2e-spark-alloc case (%s=1)", sparkAllocEnv)
 	}
@@ -43,7 +50,7 @@ func TestRealSparkStatefulSetAllocatorThroughNodeLoss(t *testing.T) {
 		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
 	}
 	for _, d := range bed.images.spark {
-		t.Run(d.Version, func(t *testing.T) { statefulSetAllocatorThroughNodeLoss(t, d) })
+		t.Run(d.Version, func(t *testing.T) { run(t, d) })
 	}
 }
 

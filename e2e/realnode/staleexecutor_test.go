@@ -4,7 +4,6 @@ package realnode
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -46,15 +45,7 @@ const staleSlices = 200
 // (the opt-out) is the control: there the next driver answers the stale executor, which is what
 // the fence prevents. make e2e-spark-alloc only.
 func TestRealSparkStaleExecutorFencedFromTheNextDriver(t *testing.T) {
-	if os.Getenv(sparkAllocEnv) == "" {
-		t.Skipf("a make e2e-spark-alloc case (%s=1)", sparkAllocEnv)
-	}
-	if len(bed.images.spark) == 0 {
-		t.Skipf("no real Spark version chosen (%s=none)", sparkVersionsEnv)
-	}
-	for _, d := range bed.images.spark {
-		t.Run(d.Version, func(t *testing.T) { staleExecutorFenced(t, d) })
-	}
+	eachSparkAllocVersion(t, staleExecutorFenced)
 }
 
 func staleExecutorFenced(t *testing.T, d spark.Dist) {
