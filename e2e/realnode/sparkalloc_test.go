@@ -167,36 +167,51 @@ func (s stsRecord) goneAt() string {
 
 // stsPoll lists a namespace's StatefulSets every 500 ms: driverset's S and Spark's executor sets.
 type stsPoll struct {
-	mu     sync.Mutex
-	byUID  map[string]*stsRecord
-	cancel context.CancelFunc
-	done   chan struct{}
+	*lister
+	mu    sync.Mutex
+	byUID map[string]*stsRecord
 }
 
 func pollStatefulSets(t *testing.T, ns string) *stsPoll {
 	t.Helper()
+	p := &stsPoll{byUID: map[string]*stsRecord{}}
+	p.lister = listEvery(t, func(ctx context.Context) {
+		if list, err := kube().AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			p.record(list.Items)
+		}
+	})
+	return p
+}
+
+// lister runs a list every 500 ms until stopped or the test ends (the pollers of the
+// e2e-spark-alloc cases).
+type lister struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func listEvery(t *testing.T, list func(context.Context)) *lister {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &stsPoll{byUID: map[string]*stsRecord{}, cancel: cancel, done: make(chan struct{})}
+	l := &lister{cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(p.done)
+		defer close(l.done)
 		for ctx.Err() == nil {
-			list, err := kube().AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				p.record(list.Items)
-			}
+			list(ctx)
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
 			}
 		}
 	}()
-	t.Cleanup(p.stop)
-	return p
+	t.Cleanup(l.stop)
+	return l
 }
 
-func (p *stsPoll) stop() {
-	p.cancel()
-	<-p.done
+// stop ends the lists and waits for the last one; it may be called again.
+func (l *lister) stop() {
+	l.cancel()
+	<-l.done
 }
 
 func (p *stsPoll) record(items []appsv1.StatefulSet) {

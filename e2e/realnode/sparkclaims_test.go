@@ -153,35 +153,20 @@ type claimRecord struct {
 
 // claimPoll lists a namespace's claims every 500 ms.
 type claimPoll struct {
-	mu     sync.Mutex
-	byUID  map[string]*claimRecord
-	cancel context.CancelFunc
-	done   chan struct{}
+	*lister
+	mu    sync.Mutex
+	byUID map[string]*claimRecord
 }
 
 func pollClaims(t *testing.T, ns string) *claimPoll {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &claimPoll{byUID: map[string]*claimRecord{}, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for ctx.Err() == nil {
-			if list, err := kube().CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
-				p.record(list.Items)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
+	p := &claimPoll{byUID: map[string]*claimRecord{}}
+	p.lister = listEvery(t, func(ctx context.Context) {
+		if list, err := kube().CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			p.record(list.Items)
 		}
-	}()
-	t.Cleanup(p.stop)
+	})
 	return p
-}
-
-func (p *claimPoll) stop() {
-	p.cancel()
-	<-p.done
 }
 
 func (p *claimPoll) record(items []corev1.PersistentVolumeClaim) {
