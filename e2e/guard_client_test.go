@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -64,6 +65,8 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
 			Namespace: ns, Name: plan.DriverPodName, Operation: admissionv1.Create,
 			Object: runtime.RawExtension{Raw: raw},
+			// The apiserver names the requesting user in every review (a seal is that user's).
+			UserInfo: authenticationv1.UserInfo{Username: "alice"},
 		},
 	})
 	if err != nil {
