@@ -297,6 +297,14 @@ func TestDriverRequests(t *testing.T) {
 			r.Object.Raw = r.Object.Raw[:len(r.Object.Raw)/2]
 			return r
 		}, code: http.StatusBadRequest, message: "could not decode the pod"},
+		// The apiserver refuses a create whose object names another namespace than the request
+		// (its URL) before admission, so only a caller's own review carries one: the lookups
+		// would read the object's namespace while the request says another.
+		{name: "a pod of another namespace than the request's", req: func(t *testing.T) admission.Request {
+			r := good(t)
+			r.Namespace = "served"
+			return r
+		}, code: http.StatusBadRequest, message: `is in namespace "jobs", the request in "served"`},
 		{name: "not JSON at all", req: func(t *testing.T) admission.Request {
 			r := good(t)
 			r.Object.Raw = []byte("\x00\x01protobuf?")

@@ -36,8 +36,13 @@ func podCreate(req admission.Request, doing string) (*corev1.Pod, *admission.Res
 	}
 	// The apiserver fills the namespace in before admission; fill it from the request otherwise,
 	// for the lookups and the messages. Done before any "before" snapshot: it is not part of a patch.
+	// It refuses an object of another namespace than its request's before admission,
+	// so one here is a caller's own review: refused, as the lookups read the pod's namespace.
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
+	}
+	if pod.Namespace != req.Namespace {
+		return answer(admission.Errored(http.StatusBadRequest, fmt.Errorf("the pod is in namespace %q, the request in %q: the apiserver sends no such review", pod.Namespace, req.Namespace)))
 	}
 	return pod, nil
 }
