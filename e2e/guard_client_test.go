@@ -50,7 +50,58 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 		t.Errorf("the executor webhook did not patch executor %s: labels %v", exec.Name, exec.Labels)
 	}
 
-	plan, err := app(ns, "direct").Plan()
+	review := driverReview(t, ns, "direct")
+	apiserverCert, apiserverKey := bed.cluster.WebhookClientCertPEM()
+	admin := bed.cluster.Config
+	for _, tc := range []struct {
+		name         string
+		certPEM, key []byte
+		status       int
+		bodyHas      string
+	}{
+		{"no client certificate", nil, nil, http.StatusForbidden, "only the kube-apiserver may call this webhook"},
+		{"a cluster admin's certificate", admin.CertData, admin.KeyData, http.StatusForbidden, "only the kube-apiserver may call this webhook"},
+		{"the apiserver's certificate", apiserverCert, apiserverKey, http.StatusOK, `"allowed":true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := callWebhook(t, guarded.Port, tc.certPEM, tc.key, review)
+			if status != tc.status || !strings.Contains(body, tc.bodyHas) {
+				t.Fatalf("answered %d %q, want %d with %q", status, body, tc.status, tc.bodyHas)
+			}
+			t.Logf("%d %s", status, strings.TrimSpace(body)[:min(120, len(strings.TrimSpace(body)))])
+		})
+	}
+}
+
+// Issue 35: a namespaced install (--watch-namespaces) answers, to whoever reaches it, only reviews
+// about its own namespaces; a crafted review about another is refused before anything is read for
+// it, where it used to be answered from what driverset could read there.
+func TestANamespacedReplicaAnswersOnlyForItsNamespaces(t *testing.T) {
+	ns := namespace(t, nil)
+	replica := replaceSharedDriverset(t, "watch-namespaces", "--watch-namespaces="+ns)
+	for _, tc := range []struct {
+		namespace string
+		bodyHas   []string
+	}{
+		{ns, []string{`"allowed":true`, "converted to a driverset placeholder"}},
+		{"kube-system", []string{`"allowed":false`, "driverset serves only namespaces " + ns + ` (--watch-namespaces), not \"kube-system\"`}},
+	} {
+		t.Run(tc.namespace, func(t *testing.T) {
+			status, body := callWebhook(t, replica.Port, nil, nil, driverReview(t, tc.namespace, "crafted"))
+			for _, want := range tc.bodyHas {
+				if status != http.StatusOK || !strings.Contains(body, want) {
+					t.Fatalf("answered %d %q, want 200 with %q", status, body, want)
+				}
+			}
+		})
+	}
+}
+
+// driverReview is an AdmissionReview of spark-submit's create of app name's driver pod in
+// namespace ns, as the apiserver would send it to the driver webhook.
+func driverReview(t *testing.T, ns, name string) []byte {
+	t.Helper()
+	plan, err := app(ns, name).Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,26 +123,7 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiserverCert, apiserverKey := bed.cluster.WebhookClientCertPEM()
-	admin := bed.cluster.Config
-	for _, tc := range []struct {
-		name         string
-		certPEM, key []byte
-		status       int
-		bodyHas      string
-	}{
-		{"no client certificate", nil, nil, http.StatusForbidden, "only the kube-apiserver may call this webhook"},
-		{"a cluster admin's certificate", admin.CertData, admin.KeyData, http.StatusForbidden, "only the kube-apiserver may call this webhook"},
-		{"the apiserver's certificate", apiserverCert, apiserverKey, http.StatusOK, `"allowed":true`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			status, body := callWebhook(t, guarded.Port, tc.certPEM, tc.key, review)
-			if status != tc.status || !strings.Contains(body, tc.bodyHas) {
-				t.Fatalf("answered %d %q, want %d with %q", status, body, tc.status, tc.bodyHas)
-			}
-			t.Logf("%d %s", status, strings.TrimSpace(body)[:min(120, len(strings.TrimSpace(body)))])
-		})
-	}
+	return review
 }
 
 // callWebhook posts review to the driver webhook at port as a client with the given certificate

@@ -253,9 +253,10 @@ func serve(ctx context.Context, args []string) error {
 	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
 	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
-	// apiserver's calls reach them (callers).
+	// apiserver's calls reach them (callers), and only reviews about the namespaces served.
 	observed := func(name string, h admission.Handler) http.Handler {
-		return admissionEntry(callers, limit, &admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: h, Decisions: metrics.admissions}})
+		served := webhook.Served{Namespaces: f.watchNamespaces, Handler: h}
+		return admissionEntry(callers, limit, &admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: served, Decisions: metrics.admissions}})
 	}
 	authorize, err := extendedResourceAuthorizer(cfg, f)
 	if err != nil {
