@@ -24,6 +24,10 @@ type Served struct {
 	// Namespaces served, sorted; empty: every namespace.
 	Namespaces []string
 	Handler    admission.Handler
+	// Pass: a review about another namespace is allowed unchanged, not refused, still with nothing
+	// read. For the executors entry, which fails open: were the selector and the flag ever to
+	// disagree, a plain Spark app's executors there would be refused, not left as they are.
+	Pass bool
 }
 
 var _ admission.Handler = Served{}
@@ -32,6 +36,10 @@ var _ admission.Handler = Served{}
 func (s Served) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if len(s.Namespaces) == 0 || slices.Contains(s.Namespaces, req.Namespace) {
 		return s.Handler.Handle(ctx, req)
+	}
+	if s.Pass {
+		return admission.Allowed(fmt.Sprintf("driverset serves only namespaces %s (--watch-namespaces), not %q: left as it is",
+			strings.Join(s.Namespaces, ", "), req.Namespace))
 	}
 	return deny(ReasonNotServed, fmt.Sprintf("driverset serves only namespaces %s (--watch-namespaces), not %q: the apiserver sends it no other",
 		strings.Join(s.Namespaces, ", "), req.Namespace))
