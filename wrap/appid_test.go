@@ -64,23 +64,30 @@ func TestDriverCommandGivesEachIncarnationItsOwnAppID(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := Options{Command: slices.Clone(tc.command), SparkAppID: tc.appID, Incarnation: tc.inc}
-			got, err := o.DriverCommand()
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				if got, err := o.DriverCommand(); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("DriverCommand() = %q, %v; want an error with %q", got, err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("DriverCommand() =\n %q\nwant\n %q", got, tc.want)
-			}
-			if !slices.Equal(o.Command, tc.command) {
-				t.Errorf("DriverCommand changed Options.Command to %q", o.Command)
-			}
+			checkDriverCommand(t, o, tc.want)
 		})
+	}
+}
+
+// checkDriverCommand: o's DriverCommand is want, and o's Command is left as it was.
+func checkDriverCommand(t *testing.T, o Options, want []string) {
+	t.Helper()
+	command := slices.Clone(o.Command)
+	got, err := o.DriverCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("DriverCommand() =\n %q\nwant\n %q", got, want)
+	}
+	if !slices.Equal(o.Command, command) {
+		t.Errorf("DriverCommand changed Options.Command to %q", o.Command)
 	}
 }
 

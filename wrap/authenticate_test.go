@@ -54,17 +54,7 @@ func TestDriverCommandFencesStaleExecutors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{Command: slices.Clone(tc.command)}
-			got, err := o.DriverCommand()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("DriverCommand() =\n %q\nwant\n %q", got, tc.want)
-			}
-			if !slices.Equal(o.Command, tc.command) {
-				t.Errorf("DriverCommand changed Options.Command to %q", o.Command)
-			}
+			checkDriverCommand(t, Options{Command: slices.Clone(tc.command)}, tc.want)
 			notice := executorFenceOf(tc.command, os.ReadFile).notice
 			if (tc.notice == "") != (notice == "") || !strings.Contains(notice, tc.notice) {
 				t.Errorf("notice %q, want one with %q", notice, tc.notice)
