@@ -113,7 +113,7 @@ demo: testbed-bin
 demo-real: testbed-bin node-packages spark-artifacts
 	cd e2e && DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark$$' ./realnode/
 
-## demo-stream: what driverset exists for, told plainly on real nodes with real Spark 3.5.6: a Structured Streaming query's driver node killed, the stream resumed from its checkpoint on another node, every record exactly once, the downtime (root; ~6 min)
+## demo-stream: what driverset exists for, told plainly on real nodes with real Spark 3.5.6: a Structured Streaming query's driver node killed, the stream resumed from its checkpoint on another node, every record exactly once, the downtime (root; 2-3 min once the test bed and Spark are built)
 demo-stream: testbed-bin node-packages spark-artifacts
 	cd e2e && DRIVERSET_STREAMS=demo DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" DRIVERSET_SPARK_VERSIONS=3.5.6 $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestDemoStream$$' ./realnode/
 
