@@ -1,11 +1,16 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/driverset/driverset/contract"
 )
@@ -45,5 +50,45 @@ func TestReconcileTakesTheLostIncarnationsExecutorsAlong(t *testing.T) {
 	}
 	if got, want := h.forcedDeletions(), []string{"Pod/pi-exec-0", "Pod/pi-exec-1", "Pod/" + old.Name}; !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("force-deletions %v, want %v (the executor on the healthy node goes gracefully)", got, want)
+	}
+}
+
+// TestReconcileLeavesTheExecutorsToTheGateWhenANodeCannotBeRead: taking the lost incarnation's
+// executors along is best effort. When the live read of one executor's node fails, that pass
+// deletes none of them, not even those it could decide about: the driver pod is still
+// force-deleted (its own node was read), and the stale-executor gate holds the next incarnation
+// until every executor is gone, each decided on a node read live.
+func TestReconcileLeavesTheExecutorsToTheGateWhenANodeCannotBeRead(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	h.setNode("node-b", corev1.ConditionTrue, t0)
+	old := h.driver()
+	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
+	for name, node := range map[string]string{"pi-exec-1": "node-a", "pi-exec-2": "node-b", "pi-exec-3": "node-c"} {
+		h.makeExecutor(name, node, app, old.Name, old.UID)
+	}
+	lost := t0.Add(10 * time.Minute)
+	shutdown := corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+	h.setNode("node-a", corev1.ConditionUnknown, lost, shutdown)
+	h.setNode("node-c", corev1.ConditionUnknown, lost, shutdown)
+	readFails := errors.New("the live read of node-c failed")
+	h.r.APIReader = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Node); ok && key.Name == "node-c" {
+				return readFails
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	h.now = lost.Add(time.Second)
+	h.deletes = nil
+	if _, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p}); err != nil && !errors.Is(err, readFails) {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	var order []string
+	for _, d := range h.deletes {
+		order = append(order, d.kind+"/"+d.name)
+	}
+	if want := []string{"Pod/" + old.Name}; !slices.Equal(order, want) {
+		t.Errorf("deletions %v, want only the driver pod %v: an executor deleted in a pass that could not read every executor's node", order, want)
 	}
 }

@@ -73,6 +73,7 @@ func TestPlanProvision(t *testing.T) {
 		ends, again bool
 		requeue     time.Duration
 		blocked     string // the status written says so
+		told        string // the ReplicasCorrected Event says so
 	}{
 		{name: "unsealed, nothing built yet: refused, and the status says why", s: snapshot(unsealed),
 			steps: []string{"writeStatusStep"}, ends: true, blocked: "driverset builds no driver from this pod"},
@@ -93,11 +94,13 @@ func TestPlanProvision(t *testing.T) {
 		{name: "ended, its S deleted by someone: made again without reading a claim (at 0: replicasFor)", s: snapshot(ended),
 			steps: []string{"ensureStep"}, again: true},
 		{name: "ended: S scaled to 0", s: snapshot(ended, withOwn(1)), steps: []string{"scaleToZeroStep"}, ends: true},
-		{name: "S scaled to 2 by someone: set back to 1, and told", s: snapshot(sealed, withOwn(2)), steps: []string{"setReplicasStep"}},
+		{name: "S scaled to 2 by someone: set back to 1, and told", s: snapshot(sealed, withOwn(2)), steps: []string{"setReplicasStep"},
+			told: "was scaled to 2 replicas; set back to 1"},
 		{name: "S at 0: P is read from the apiserver first", s: snapshot(sealed, withOwn(0)), need: []Need{NeedLivePlaceholder}},
 		{name: "S at 0 and P ended on the apiserver (the cache behind): left at 0", s: snapshot(sealed, withOwn(0), live(ended))},
 		{name: "S at 0 and P gone from the apiserver: left at 0", s: snapshot(sealed, withOwn(0), live(nil))},
-		{name: "S at 0 and P running on the apiserver too: set back to 1", s: snapshot(sealed, withOwn(0), live(sealed)), steps: []string{"setReplicasStep"}},
+		{name: "S at 0 and P running on the apiserver too: set back to 1", s: snapshot(sealed, withOwn(0), live(sealed)), steps: []string{"setReplicasStep"},
+			told: "was scaled to 0 replicas; set back to 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -112,8 +115,9 @@ func TestPlanProvision(t *testing.T) {
 						t.Errorf("status blocked by %q, want %q", st.View.Blocked, c.blocked)
 					}
 				case setReplicasStep:
-					if st.Replicas != 1 || len(st.Then) != 1 || st.Then[0].(eventStep).Reason != "ReplicasCorrected" {
-						t.Errorf("set replicas %+v, want 1, then ReplicasCorrected told", st)
+					if st.Replicas != 1 || len(st.Then) != 1 || st.Then[0].(eventStep).Reason != "ReplicasCorrected" ||
+						!strings.Contains(st.Then[0].(eventStep).Note, c.told) {
+						t.Errorf("set replicas %+v, want 1, then ReplicasCorrected told %q", st, c.told)
 					}
 				}
 			}
