@@ -64,7 +64,7 @@ func TestOnlyTheAPIServerCallsTheWebhook(t *testing.T) {
 		{"the apiserver's certificate", apiserverCert, apiserverKey, http.StatusOK, `"allowed":true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body := callWebhook(t, guarded.Port, tc.certPEM, tc.key, review)
+			status, body := callWebhook(t, guarded.Port, webhook.DriverPath, tc.certPEM, tc.key, review)
 			if status != tc.status || !strings.Contains(body, tc.bodyHas) {
 				t.Fatalf("answered %d %q, want %d with %q", status, body, tc.status, tc.bodyHas)
 			}
@@ -80,14 +80,16 @@ func TestANamespacedReplicaAnswersOnlyForItsNamespaces(t *testing.T) {
 	ns := namespace(t, nil)
 	replica := replaceSharedDriverset(t, "watch-namespaces", "--watch-namespaces="+ns)
 	for _, tc := range []struct {
-		namespace string
-		bodyHas   []string
+		path, namespace string
+		bodyHas         []string
 	}{
-		{ns, []string{`"allowed":true`, "converted to a driverset placeholder"}},
-		{"kube-system", []string{`"allowed":false`, "driverset serves only namespaces " + ns + ` (--watch-namespaces), not \"kube-system\"`}},
+		{webhook.DriverPath, ns, []string{`"allowed":true`, "converted to a driverset placeholder"}},
+		{webhook.DriverPath, "kube-system", []string{`"allowed":false`, "driverset serves only namespaces " + ns + ` (--watch-namespaces), not \"kube-system\"`}},
+		// The executors entry fails open: it lets the review through unchanged, still reading nothing.
+		{webhook.ExecutorPath, "kube-system", []string{`"allowed":true`, `not \"kube-system\": left as it is`}},
 	} {
-		t.Run(tc.namespace, func(t *testing.T) {
-			status, body := callWebhook(t, replica.Port, nil, nil, driverReview(t, tc.namespace, "crafted"))
+		t.Run(tc.path+" "+tc.namespace, func(t *testing.T) {
+			status, body := callWebhook(t, replica.Port, tc.path, nil, nil, driverReview(t, tc.namespace, "crafted"))
 			for _, want := range tc.bodyHas {
 				if status != http.StatusOK || !strings.Contains(body, want) {
 					t.Fatalf("answered %d %q, want 200 with %q", status, body, want)
@@ -126,9 +128,9 @@ func driverReview(t *testing.T, ns, name string) []byte {
 	return review
 }
 
-// callWebhook posts review to the driver webhook at port as a client with the given certificate
-// (none when nil), trusting the shared driverset's CA.
-func callWebhook(t *testing.T, port int, certPEM, keyPEM, review []byte) (int, string) {
+// callWebhook posts review to the webhook entry at path and port as a client with the given
+// certificate (none when nil), trusting the shared driverset's CA.
+func callWebhook(t *testing.T, port int, path string, certPEM, keyPEM, review []byte) (int, string) {
 	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(bed.driverset.CA.CertPEM)
@@ -141,7 +143,7 @@ func callWebhook(t *testing.T, port int, certPEM, keyPEM, review []byte) (int, s
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
-	resp, err := c.Post("https://127.0.0.1:"+strconv.Itoa(port)+webhook.DriverPath, "application/json", bytes.NewReader(review))
+	resp, err := c.Post("https://127.0.0.1:"+strconv.Itoa(port)+path, "application/json", bytes.NewReader(review))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -254,10 +254,11 @@ func serve(ctx context.Context, args []string) error {
 	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
 	// apiserver's calls reach them (callers), and only reviews about the namespaces served.
-	observed := func(name string, h admission.Handler) http.Handler {
-		// The executors entry fails open: it passes a namespace it does not serve.
-		served := webhook.Served{Namespaces: f.watchNamespaces, Handler: h, Pass: name == "executor"}
+	entry := func(name string, served webhook.Served) http.Handler {
 		return admissionEntry(callers, limit, &admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: served, Decisions: metrics.admissions}})
+	}
+	observed := func(name string, h admission.Handler) http.Handler {
+		return entry(name, webhook.Served{Namespaces: f.watchNamespaces, Handler: h})
 	}
 	authorize, err := extendedResourceAuthorizer(cfg, f)
 	if err != nil {
@@ -266,7 +267,8 @@ func serve(ctx context.Context, args []string) error {
 	hooks.Register(webhook.DriverPath, observed("driver", &webhook.Driver{LimitRanges: mgr.GetCache(), Seal: sealer, Authorize: authorize}))
 	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer, Authorize: authorize}))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
-	hooks.Register(webhook.ExecutorPath, observed("executor", &webhook.Executor{Reader: pods}))
+	// The executors entry fails open, so it passes a review about a namespace it does not serve.
+	hooks.Register(webhook.ExecutorPath, entry("executor", webhook.Served{Namespaces: f.watchNamespaces, Handler: &webhook.Executor{Reader: pods}, Pass: true}))
 	hooks.Register(webhook.IncarnationPath, observed("incarnation", &webhook.Incarnation{Reader: pods, Sets: executorSets}))
 	r := &controller.Placeholder{
 		Client:       mgr.GetClient(),
