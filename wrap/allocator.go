@@ -115,11 +115,23 @@ func lastConf(rest []string, key, v string) string {
 	return v
 }
 
-// propertiesValue reads key from a Java properties file's data as spark-submit writes it (one
-// key=value a line; '#' and '!' start comments; ':' or white space may separate too). Escapes
-// and continued lines are not read: the settings looked for here have plain keys and values.
+// propertiesValue reads key from a Java properties file's data as spark-submit writes it
+// (propertiesEach), "" when the file does not set it; the last line that sets it wins.
 func propertiesValue(data []byte, key string) string {
 	value := ""
+	propertiesEach(data, func(k, v string) {
+		if k == key {
+			value = v
+		}
+	})
+	return value
+}
+
+// propertiesEach calls each with every key and value a Java properties file's data sets, in
+// order, as spark-submit writes it (one key=value a line; '#' and '!' start comments; ':' or white
+// space may separate too). Escapes and continued lines are not read: the settings looked for here
+// have plain keys and values.
+func propertiesEach(data []byte, each func(key, value string)) {
 	scan := bufio.NewScanner(bytes.NewReader(data))
 	scan.Buffer(make([]byte, 64<<10), 1<<20)
 	for scan.Scan() {
@@ -128,14 +140,13 @@ func propertiesValue(data []byte, key string) string {
 			continue
 		}
 		end := strings.IndexAny(line, "=: \t\f")
-		if end < 0 || line[:end] != key {
+		if end < 0 {
 			continue
 		}
 		rest := strings.TrimLeft(line[end:], " \t\f")
 		if rest != "" && (rest[0] == '=' || rest[0] == ':') {
 			rest = rest[1:]
 		}
-		value = strings.TrimSpace(rest)
+		each(line[:end], strings.TrimSpace(rest))
 	}
-	return value
 }

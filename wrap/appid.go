@@ -61,13 +61,26 @@ func incarnationAppID(appID, uid string, limit int) (string, error) {
 // changed. o.Command itself is not changed.
 //
 // Spark's RPC authentication is turned on too, unless the app chose (executorFenceOf): it fences
-// the executors of earlier incarnations out of this driver.
+// the executors of earlier incarnations out of this driver. And the executors' claims are
+// labelled as driverset's (claimLabelsOf), so that the next incarnation waits for this one's.
 func (o Options) DriverCommand() ([]string, error) {
 	command, err := o.incarnationCommand()
 	if err != nil {
 		return nil, err
 	}
-	return executorFenceOf(command, os.ReadFile).apply(command), nil
+	return withSettings(command, slices.Concat(executorFenceOf(command, os.ReadFile).settings(), claimLabelsOf(command, os.ReadFile))), nil
+}
+
+// withSettings is command (a copy) with the "--conf" pairs conf right before the first of
+// spark-submit's options (submitOptions), so that any setting of the app's own, on the command
+// line or in the properties file, is read after them and wins; command itself when conf is empty
+// or command has no such option.
+func withSettings(command, conf []string) []string {
+	start, _ := submitOptions(command)
+	if len(conf) == 0 || start < 0 {
+		return command
+	}
+	return slices.Concat(command[:start], conf, command[start:])
 }
 
 // incarnationCommand is o.Command with the incarnation's app id (see DriverCommand).

@@ -2,7 +2,6 @@ package wrap
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -26,19 +25,17 @@ var authSecretFiles = []string{ //nolint:gochecknoglobals // constant list
 	"spark.authenticate.secret.executor.file",
 }
 
-// executorFence is what wrap does about Spark's authentication for one driver command: at (an
-// index of the command), when add is set, it inserts "--conf spark.authenticate=true"; notice,
-// when not empty, says why the driver's stale executors are not fenced (wrap logs it).
+// executorFence is what wrap does about Spark's authentication for one driver command: when add
+// is set, it gives the command "--conf spark.authenticate=true" (settings); notice, when not
+// empty, says why the driver's stale executors are not fenced (wrap logs it).
 type executorFence struct {
 	add    bool
-	at     int
 	notice string
 }
 
 // executorFenceOf decides for command (its properties file read with read): authentication is turned on when the app set neither
 // spark.authenticate nor a secret file (sparkSetting reads both where spark-submit does). The
-// setting goes right before the first of spark-submit's options, so any setting of the app's
-// own, on the command line or in the properties file, is read after it and wins.
+// setting goes right before the first of spark-submit's options (withSettings).
 func executorFenceOf(command []string, read ReadFile) executorFence {
 	var files []string
 	for _, key := range authSecretFiles {
@@ -56,15 +53,15 @@ func executorFenceOf(command []string, read ReadFile) executorFence {
 	case set != "":
 		return executorFence{}
 	}
-	start, _ := submitOptions(command)
 	// No option of spark-submit's: not a Spark driver (S-0's command has driverset's --conf).
-	return executorFence{add: start >= 0, at: start}
+	start, _ := submitOptions(command)
+	return executorFence{add: start >= 0}
 }
 
-// apply is command with the fence in it (a copy), or command itself when none is added.
-func (f executorFence) apply(command []string) []string {
+// settings is the setting the fence gives the command (withSettings), none when it adds none.
+func (f executorFence) settings() []string {
 	if !f.add {
-		return command
+		return nil
 	}
-	return slices.Concat(command[:f.at], []string{"--conf", fenceOn}, command[f.at:])
+	return []string{"--conf", fenceOn}
 }
