@@ -42,9 +42,9 @@ compat:
 e2e-streams: testbed-bin node-packages spark-artifacts
 	cd e2e && DRIVERSET_STREAMS=all DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run 'TestStreamThroughTheLossOfItsDriversNode|TestStreamDeletedAndResubmittedWhileItsNodeIsCutOff|TestDStreamResubmittedUnderAnotherNameThenItsNodeIsLost|TestStreamExecutorOnTheCutOffNodeOfItsDriver' ./realnode/
 
-## e2e-spark-alloc: Spark's other executor allocations on real nodes (root), a batch job through its driver's node kill: the StatefulSet allocator on each Spark version (the same job without driverset first), OnDemand executor claims on 3.5.6; and a stale executor of a lost incarnation fenced from the next driver by Spark's authentication (each version, with the opt-out as control); about 20 min
+## e2e-spark-alloc: Spark's other executor allocations on real nodes (root), a batch job through its driver's node kill: the StatefulSet allocator on each Spark version (the same job without driverset first), OnDemand executor claims on 3.5.6, and on 4.1.1 with one app id kept over incarnations as a DStream's (the lost claims held Terminating, waited for); and a stale executor of a lost incarnation fenced from the next driver by Spark's authentication (each version, with the opt-out as control); about 20 min
 e2e-spark-alloc: testbed-bin node-packages spark-artifacts
-	cd e2e && DRIVERSET_SPARK_ALLOC=1 DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark((StatefulSetAllocator|ExecutorClaims)ThroughNodeLoss|StaleExecutorFencedFromTheNextDriver)$$' ./realnode/
+	cd e2e && DRIVERSET_SPARK_ALLOC=1 DRIVERSET_TESTBED_BIN="$(TESTBED_BIN)" $(GO) test -tags testbed -count=1 -v -timeout 40m -run '^TestRealSpark((StatefulSetAllocator|ExecutorClaims)ThroughNodeLoss|StaleExecutorFencedFromTheNextDriver|KeptAppIDWaitsForTheLostExecutorClaims)$$' ./realnode/
 
 ## bench-stream: a stream's downtime through the loss of its driver's node, side by side on real nodes (root): with driverset (killed + taint; cut off + self-fence) and without it (never resumes); what each downtime is made of; about 10 min
 bench-stream: testbed-bin node-packages spark-artifacts

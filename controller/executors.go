@@ -53,12 +53,18 @@ func (r *Placeholder) observeExecutors(ctx context.Context, s *Snapshot, mine fu
 }
 
 // observeExecutorSets reads, from the executor-set cache, Spark's executor StatefulSets of the
-// incarnations of S-0's app before S-0 (ExecutorSetsOfIncarnation).
+// incarnations of S-0's app before S-0 (ExecutorSetsOfIncarnation), and the executor claims their
+// drivers made (ExecutorClaimsOfIncarnation).
 func (r *Placeholder) observeExecutorSets(ctx context.Context, s *Snapshot) error {
 	p, driver := s.Placeholder.Value, s.Driver.Value
 	at := r.now()
 	sets, err := convert.ExecutorSetsOfIncarnation(ctx, r.ExecutorSets, driver.Namespace, driver.Name, p.Labels[contract.LabelSparkAppSelector], driver.UID)
+	if err != nil {
+		return err
+	}
 	s.ExecutorSets = reading(sets, FromCache, at)
+	claims, err := convert.ExecutorClaimsOfIncarnation(ctx, r.ExecutorSets, driver.Namespace, driver.Name, driver.UID)
+	s.ExecutorClaims = reading(claims, FromCache, at)
 	return err
 }
 
@@ -89,12 +95,14 @@ type gatePlan struct {
 }
 
 // planStaleExecutors removes the executors of incarnations earlier than S-0 (stale), and waits
-// for their executor StatefulSets (Spark's StatefulSet allocator) to be gone, then lifts the gate
-// that holds S-0. When each executor is force-deleted and no set is left, the gate is lifted in
-// the same pass, on the precondition that the apiserver lists no executor left (a finalizer may
-// keep one), rather than a requeue later, once the cache says so. A set is never deleted here (the
-// garbage collector removes it once its driver pod is gone; driverset may not delete StatefulSets):
-// it is waited for, since the next driver of a DStream app makes one of the same name.
+// for their executor StatefulSets (Spark's StatefulSet allocator) and executor claims to be gone,
+// then lifts the gate that holds S-0. When each executor is force-deleted and nothing else is
+// left, the gate is lifted in the same pass, on the precondition that the apiserver lists no
+// executor left (a finalizer may keep one), rather than a requeue later, once the cache says so.
+// A set or a claim is never deleted here (the garbage collector removes it once its driver pod is
+// gone; driverset may not delete StatefulSets, nor claims): it is waited for, since the next
+// driver of a DStream app makes a set of the same name and reuses the claims of its app id, a
+// Terminating one too.
 func planStaleExecutors(s *Snapshot) gatePlan {
 	p, driver := s.Placeholder.Value, s.Driver.Value
 	if !s.Executors.Taken() {
@@ -122,17 +130,10 @@ func planStaleExecutors(s *Snapshot) gatePlan {
 	if len(g.Need) > 0 {
 		return gatePlan{Need: g.Need}
 	}
-	sets := len(s.ExecutorSets.Value)
+	collected := len(s.ExecutorSets.Value) + len(s.ExecutorClaims.Value)
+	g.Note = staleNote(driver, n, s.ExecutorSets.Value, s.ExecutorClaims.Value)
 	switch {
-	case n > 0 && sets > 0:
-		g.Note = fmt.Sprintf("driver pod %s waits for %d executor(s) and %d executor StatefulSet(s) of the previous driver to be removed (%s)", podRef(driver), n, sets, setNames(s.ExecutorSets.Value))
-	case n > 0:
-		g.Note = fmt.Sprintf("driver pod %s waits for %d executor(s) of the previous driver to be removed", podRef(driver), n)
-	case sets > 0:
-		g.Note = fmt.Sprintf("driver pod %s waits for %d executor StatefulSet(s) of the previous driver to be removed by the garbage collector (%s)", podRef(driver), sets, setNames(s.ExecutorSets.Value))
-	}
-	switch {
-	case sets > 0:
+	case collected > 0:
 	case n == 0:
 		g.Steps = append(g.Steps, liftGateStep{})
 	case forced == n:
@@ -141,7 +142,39 @@ func planStaleExecutors(s *Snapshot) gatePlan {
 	return g
 }
 
-// setNames names a few of sets, in the order read, for a message.
+// staleNote says what driver pod driver waits for: n stale executors, and the sets and claims the
+// garbage collector is to remove (named, a few of each); "" when nothing.
+func staleNote(driver *corev1.Pod, n int, sets, claims []metav1.PartialObjectMetadata) string {
+	var what, names []string
+	if n > 0 {
+		what = append(what, fmt.Sprintf("%d executor(s)", n))
+	}
+	if len(sets) > 0 {
+		what = append(what, fmt.Sprintf("%d executor StatefulSet(s)", len(sets)))
+		names = append(names, setNames(sets))
+	}
+	if len(claims) > 0 {
+		what = append(what, fmt.Sprintf("%d executor claim(s)", len(claims)))
+		names = append(names, setNames(claims))
+	}
+	switch {
+	case len(what) == 0:
+		return ""
+	case len(names) == 0:
+		return fmt.Sprintf("driver pod %s waits for %s of the previous driver to be removed", podRef(driver), what[0])
+	}
+	list := strings.Join(what[:len(what)-1], ", ") + " and " + what[len(what)-1]
+	if len(what) == 1 {
+		list = what[0]
+	}
+	by := ""
+	if n == 0 {
+		by = " by the garbage collector"
+	}
+	return fmt.Sprintf("driver pod %s waits for %s of the previous driver to be removed%s (%s)", podRef(driver), list, by, strings.Join(names, "; "))
+}
+
+// setNames names a few of sets (or claims), in the order read, for a message.
 func setNames(sets []metav1.PartialObjectMetadata) string {
 	const shown = 3
 	names := make([]string, 0, min(len(sets), shown))

@@ -122,3 +122,51 @@ func TestReconcileWaitsForAnEarlierIncarnationsExecutorSet(t *testing.T) {
 		t.Errorf("gate still on %s after the lost incarnation's set is gone", d.Name)
 	}
 }
+
+// TestReconcileWaitsForAnEarlierIncarnationsExecutorClaims (issue 34): a DStream app's next
+// driver reuses any claim labelled with its restored app id, a lost incarnation's still
+// Terminating too, and the executor made with one stays Pending. The claims a lost S-0 made
+// (labelled driverset's by wrap's volume settings, controlled by that S-0) hold the next S-0
+// until the garbage collector has removed them; driverset never deletes them. The current S-0's
+// own claims, unlabelled ones and the placeholder's are not waited for.
+func TestReconcileWaitsForAnEarlierIncarnationsExecutorClaims(t *testing.T) {
+	h := newCluster(t, nil, nil)
+	h.r.ExecutorSets = h.c
+	h.reconcile()
+	yes := true
+	claim := func(name, owner string, uid types.UID, labelled bool) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.p.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner, UID: uid, Controller: &yes}}}}
+		if labelled {
+			c.Labels = map[string]string{contract.LabelDriver: h.names.StatefulSet}
+		}
+		if err := h.c.Create(h.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	lost := claim("spark-exec-1-pvc-0", h.names.DriverPodName(), "uid-lost-s0", true)
+	claim("spark-exec-2-pvc-0", h.names.DriverPodName(), "uid-lost-s0", false)
+	claim("spark-driver-pvc-0", h.p.Name, h.placeholder().UID, true)
+	h.deletes = nil
+
+	d := h.startIncarnation("", contract.GateStaleExecutors)
+	claim("spark-exec-3-pvc-0", h.names.DriverPodName(), d.UID, true) // the current incarnation's own
+	h.setDriverStatus(pendingStatus())
+	h.reconcile()
+	if !convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Fatalf("gate lifted while %s, the lost incarnation's executor claim, remains", lost.Name)
+	}
+	if len(h.deletes) != 0 {
+		t.Errorf("deleted %+v: the garbage collector removes the claim", h.deletes)
+	}
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "1 executor claim(s) of the previous driver")
+
+	if err := h.c.Delete(h.ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Errorf("gate still on %s after the lost incarnation's claim is gone", d.Name)
+	}
+}

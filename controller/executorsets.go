@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,12 +25,38 @@ import (
 // (executorSetTransform): what it costs grows with the number of StatefulSets, never with what a
 // tenant writes into one.
 
+// The executor claims of a lost incarnation's driver are waited for too: a DStream's next driver
+// reuses any claim with its restored app id, a Terminating one too. The driver labels the claims
+// it makes contract.LabelDriver (wrap gives it the volume settings), and only those are held, each
+// cut to the same fixed shape and that one label: what they cost grows with the claims of the
+// drivers driverset runs (and any claim a tenant labels so), not with every Spark app's.
+
 // ExecutorSetCacheOptions are the executor-set cache's: the metadata of every StatefulSet, kept as
-// executorSetTransform cuts it.
+// executorSetTransform cuts it, and of every claim labelled contract.LabelDriver, kept as
+// executorClaimTransform cuts it.
 func ExecutorSetCacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		convert.ExecutorSetObject(): {Transform: executorSetTransform},
+		convert.ExecutorClaimObject(): {
+			Label:     labels.NewSelector().Add(requirement(contract.LabelDriver, selection.Exists)),
+			Transform: executorClaimTransform,
+		},
 	}}
+}
+
+// executorClaimTransform keeps of a claim's metadata what executorSetTransform keeps of a
+// StatefulSet's, and its contract.LabelDriver label (a label value: at most 63 characters), by
+// which convert.ExecutorClaimsOfIncarnation selects it.
+func executorClaimTransform(obj any) (any, error) {
+	kept, err := executorSetTransform(obj)
+	o, ok := kept.(*metav1.PartialObjectMetadata)
+	if !ok || err != nil {
+		return kept, err
+	}
+	if v, labelled := obj.(*metav1.PartialObjectMetadata).Labels[contract.LabelDriver]; labelled {
+		o.Labels = map[string]string{contract.LabelDriver: v}
+	}
+	return o, nil
 }
 
 // maxRefName is the longest owner name kept: an object name's limit. A longer one names no pod.
@@ -53,11 +81,20 @@ func executorSetTransform(obj any) (any, error) {
 }
 
 // placeholderOfExecutorSet maps one of Spark's executor StatefulSets to the placeholder of the
-// driver pod that controls it (S-0 → S → P): its deletion may be the last thing a new
-// incarnation's gate waits for.
+// driver pod that controls it (placeholderOfDriverOwned): its deletion may be the last thing a
+// new incarnation's gate waits for.
 func (r *Placeholder) placeholderOfExecutorSet(ctx context.Context, o client.Object) []reconcile.Request {
+	if !strings.HasPrefix(o.GetName(), "spark-s-") {
+		return nil
+	}
+	return r.placeholderOfDriverOwned(ctx, o)
+}
+
+// placeholderOfDriverOwned maps an object a driver pod controls (one of Spark's executor
+// StatefulSets, an executor claim) to that pod's placeholder: S-0 → S → P.
+func (r *Placeholder) placeholderOfDriverOwned(ctx context.Context, o client.Object) []reconcile.Request {
 	ref := controllerOfKind(o, "Pod")
-	if ref == nil || !strings.HasPrefix(o.GetName(), "spark-s-") {
+	if ref == nil {
 		return nil
 	}
 	sts, ok := strings.CutSuffix(ref.Name, "-0")

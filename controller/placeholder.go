@@ -35,9 +35,10 @@ type Placeholder struct {
 	// APIReader reads from the apiserver, not the informer cache: for an object the cache has not
 	// seen yet, and for the facts a dangerous step must not take from a stale cache. Nil: Client.
 	APIReader client.Reader
-	// ExecutorSets holds the metadata of the StatefulSets of the watched namespaces
-	// (ExecutorSetCacheOptions), for Spark's executor StatefulSets, which the gate waits for; a
-	// cache.Cache is also watched for their deletions. Nil: none is read or waited for.
+	// ExecutorSets holds the metadata of the StatefulSets of the watched namespaces and of the
+	// claims labelled contract.LabelDriver (ExecutorSetCacheOptions), for Spark's executor
+	// StatefulSets and the executor claims drivers made, which the gate waits for; a cache.Cache
+	// is also watched for their deletions. Nil: none is read or waited for.
 	ExecutorSets client.Reader
 	Events       events.EventRecorder
 	Convert      convert.Options

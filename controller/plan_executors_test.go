@@ -60,6 +60,16 @@ func TestPlanStaleExecutors(t *testing.T) {
 		s.ExecutorSets = reading(sets, FromCache, t0)
 		return s
 	}
+	// Executor claims an earlier incarnation's driver made (ExecutorClaimsOfIncarnation has kept
+	// only those): the garbage collector removes each after its driver pod, once no pod mounts it.
+	withClaims := func(s *Snapshot, names ...string) *Snapshot {
+		var claims []metav1.PartialObjectMetadata
+		for _, n := range names {
+			claims = append(claims, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "jobs"}})
+		}
+		s.ExecutorClaims = reading(claims, FromCache, t0)
+		return s
+	}
 
 	cases := []struct {
 		name  string
@@ -100,6 +110,15 @@ func TestPlanStaleExecutors(t *testing.T) {
 		{name: "a set and a stale executor force-deleted: not lifted in the same pass, the set is still there",
 			s:     withSets(snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true)}, on(notReady), nil), "spark-s-spark-abc-1"),
 			steps: []string{"force e1"}, note: "waits for 1 executor(s) and 1 executor StatefulSet(s)"},
+		{name: "an earlier incarnation's executor claim: never deleted here, the gate waits for it",
+			s:    withClaims(snapshot(nil, nil, nil), "pi-exec-1-pvc-0"),
+			note: "waits for 1 executor claim(s) of the previous driver to be removed by the garbage collector (pi-exec-1-pvc-0)"},
+		{name: "a claim and the stale executor that mounts it force-deleted: not lifted in the same pass, the claim is still there",
+			s:     withClaims(snapshot([]corev1.Pod{executor("e1", "node-a", "inc-1", true)}, on(notReady), nil), "pi-exec-1-pvc-0"),
+			steps: []string{"force e1"}, note: "waits for 1 executor(s) and 1 executor claim(s) of the previous driver to be removed (pi-exec-1-pvc-0)"},
+		{name: "a set and claims: the gate waits for all, each named",
+			s:    withClaims(withSets(snapshot(nil, nil, nil), "spark-s-spark-abc-1"), "c1", "c2", "c3", "c4"),
+			note: "waits for 1 executor StatefulSet(s) and 4 executor claim(s) of the previous driver to be removed by the garbage collector (spark-s-spark-abc-1; c1, c2, c3 and 1 more)"},
 		{name: "a set's executor the garbage collector deleted, on a node not Ready: force-deleted",
 			s: snapshot([]corev1.Pod{setExecutor("s1", "node-a", true)}, on(notReady), nil), steps: []string{"force s1", "lift unless stale live"},
 			note: "waits for 1 executor(s)"},

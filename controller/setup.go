@@ -60,15 +60,16 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 	ownedByPod := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())
 	b := ctrl.NewControllerManagedBy(mgr)
 	if sets, ok := r.ExecutorSets.(cache.Cache); ok {
-		// A Spark executor StatefulSet's deletion may be the last thing a new incarnation waits for.
+		// A Spark executor StatefulSet's deletion, or an executor claim's, may be the last thing a
+		// new incarnation waits for.
 		b = b.WatchesRawSource(source.Kind(sets, convert.ExecutorSetObject(),
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 				return r.placeholderOfExecutorSet(ctx, o)
-			}),
-			predicate.TypedFuncs[*metav1.PartialObjectMetadata]{DeleteFunc: executorSetGone,
-				CreateFunc:  func(event.TypedCreateEvent[*metav1.PartialObjectMetadata]) bool { return false },
-				UpdateFunc:  func(event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool { return false },
-				GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false }}))
+			}), onlyDeletions(executorSetGone))).
+			WatchesRawSource(source.Kind(sets, convert.ExecutorClaimObject(),
+				handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+					return r.placeholderOfDriverOwned(ctx, o)
+				}), onlyDeletions(func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool { return true })))
 	}
 	return b.
 		Named("placeholder").
@@ -80,6 +81,14 @@ func (r *Placeholder) SetupWithManager(ctx context.Context, mgr ctrl.Manager, pl
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.placeholderOfExecutor), builder.WithPredicates(executorGone)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.placeholdersOnNode), builder.WithPredicates(nodeHealthChanged())).
 		Complete(watchRetries{r})
+}
+
+// onlyDeletions passes the deletions gone passes, and no other event.
+func onlyDeletions(gone func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool) predicate.TypedPredicate[*metav1.PartialObjectMetadata] {
+	return predicate.TypedFuncs[*metav1.PartialObjectMetadata]{DeleteFunc: gone,
+		CreateFunc:  func(event.TypedCreateEvent[*metav1.PartialObjectMetadata]) bool { return false },
+		UpdateFunc:  func(event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool { return false },
+		GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false }}
 }
 
 // statefulSetChanged passes the StatefulSet events the placeholder reconciler decides on: its

@@ -71,6 +71,9 @@ type Snapshot struct {
 	// ExecutorSets are Spark's executor StatefulSets of earlier incarnations of S-0's app
 	// (ExecutorSetsOfIncarnation), read from their cache with the stale executors, for the gate.
 	ExecutorSets Read[[]metav1.PartialObjectMetadata]
+	// ExecutorClaims are the executor claims that drivers of earlier incarnations made
+	// (ExecutorClaimsOfIncarnation), read from the same cache with the sets.
+	ExecutorClaims Read[[]metav1.PartialObjectMetadata]
 	// Claims are the claims the driver mounts, read live while S does not exist yet (provision).
 	Claims Read[[]driverClaim]
 	// LivePlaceholder is P read from the apiserver, before S is scaled up from 0 (nil: gone).

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -57,8 +58,54 @@ func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
 		drop := []byte(`{"metadata":{"finalizers":null}}`)
 		_, _ = kube().AppsV1().StatefulSets(ns).Patch(context.Background(), set.Name, types.MergePatchType, drop, metav1.PatchOptions{})
 	}
-	t.Cleanup(release)
+	nextIncarnationWaitsFor(t, r, "executor StatefulSet(s) of the previous driver", set.Name, release)
+}
 
+// A DStream app's next driver reuses any claim labelled with its restored app id
+// (ExecutorPodsAllocator.getReusablePVCs: no owner or deletion filter), a lost incarnation's still
+// Terminating too, and the executor made with one stays Pending. Spark 4's driver labels the
+// executor claims it makes as driverset's (wrap's volume settings) and owns them: the
+// incarnations webhook gates the next S-0 while one is left, and the controller lifts the gate
+// only once the garbage collector has removed it (after the lost S-0). The claim is kept
+// Terminating by a finalizer of the test's own, as an executor still mounting it would.
+func TestNewIncarnationWaitsForTheLostExecutorClaim(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	a := app(ns, "claims")
+	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
+	r := startApp(t, a, 0)
+	appID := getPod(t, ns, r.sub.plan.DriverPodName).Labels[contract.LabelSparkAppSelector]
+
+	// The claim as Spark 4.1's ExecutorPodsAllocator makes it under driverset: OnDemand's name,
+	// the app id and driverset's label, its controller the driver pod.
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: r.names.StatefulSet + "-exec-1-pvc-0", Namespace: ns,
+			Labels:     map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelDriver: r.names.StatefulSet},
+			Finalizers: []string{"e2e.driverset.dev/hold"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: r.pod.Name, UID: r.pod.UID,
+				Controller: new(true), BlockOwnerDeletion: new(true)}}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}
+	if _, err := kube().CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		drop := []byte(`{"metadata":{"finalizers":null}}`)
+		_, _ = kube().CoreV1().PersistentVolumeClaims(ns).Patch(context.Background(), claim.Name, types.MergePatchType, drop, metav1.PatchOptions{})
+	}
+	nextIncarnationWaitsFor(t, r, "executor claim(s) of the previous driver", claim.Name, release)
+}
+
+// nextIncarnationWaitsFor ends r's driver and checks that its next incarnation is held by the
+// stale-executor gate, the placeholder saying what (what, named name), and not scheduled, until
+// release lets the garbage collector finish the lost incarnation's object: then that same
+// incarnation runs.
+func nextIncarnationWaitsFor(t *testing.T, r runningApp, what, name string, release func()) {
+	t.Helper()
+	ns := r.pod.Namespace
+	t.Cleanup(release)
 	exitDriver(t, r.pod, 1)
 	var next *corev1.Pod
 	waitFor(t, 30*time.Second, "a new incarnation held by the stale-executor gate", func(ctx context.Context) (bool, error) {
@@ -71,11 +118,11 @@ func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
 	})
 	waitFor(t, 30*time.Second, "the placeholder saying what the driver waits for", func(ctx context.Context) (bool, error) {
 		msg := getPod(t, ns, r.sub.plan.DriverPodName).Status.Message
-		return strings.Contains(msg, "executor StatefulSet(s) of the previous driver") && strings.Contains(msg, set.Name), nil
+		return strings.Contains(msg, what) && strings.Contains(msg, name), nil
 	})
 	time.Sleep(3 * time.Second)
 	if p := getPod(t, ns, r.names.DriverPodName()); p.UID != next.UID || p.Spec.NodeName != "" {
-		t.Fatalf("the new incarnation was scheduled (node %q) while the lost executor StatefulSet exists", p.Spec.NodeName)
+		t.Fatalf("the new incarnation was scheduled (node %q) while %s of the lost incarnation exists", p.Spec.NodeName, name)
 	}
 
 	release()

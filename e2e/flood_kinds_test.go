@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driverset/driverset/contract"
@@ -45,5 +46,18 @@ func floodLease(i int) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: floodMeta("flood", i, map[string]string{contract.LabelHeartbeat: "flood-driver"}, floodPayload-(712<<10)),
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+	}
+}
+
+// floodClaim is a claim labelled as driverset's (as a driver labels its executor claims), of about
+// floodPayload bytes of metadata, controlled by a pod of an S-0's name: the executor-set cache
+// keeps its identity, owner and that label only.
+func floodClaim(i int) *corev1.PersistentVolumeClaim {
+	meta := floodMeta("flood", i, map[string]string{contract.LabelDriver: "flood-driver"}, floodPayload-(200<<10))
+	meta.OwnerReferences = append(meta.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "flood-driver-0", UID: "flood", Controller: new(true)})
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: meta,
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
 	}
 }

@@ -38,8 +38,8 @@ const (
 // driver in the cluster is then refused). The pods: Spark executors of an app that did not opt in
 // (driverset once cached every spark-role pod whole), and pods that carry driverset's own labels,
 // which a tenant can set as freely as any other: an executor tied to a driver driverset runs, and
-// a placeholder. The other kinds driverset caches by its labels: StatefulSets and Services
-// labelled as driverset's (issue 35). Leases labelled as a driver's heartbeat are written by their
+// a placeholder. The other kinds driverset caches by its labels: StatefulSets, Services and
+// claims labelled as driverset's (issue 35). Leases labelled as a driver's heartbeat are written by their
 // driver pod alone, one each (TestOnlyItsDriverWritesAHeartbeatLease refuses the tenant's), and
 // are cached within the same bounds (controller/cachekinds_test.go). None of them
 // may grow driverset's memory by more than floodAllowed: the first never reach it, and of the
@@ -76,6 +76,10 @@ func TestTenantCannotFloodDriversetsMemory(t *testing.T) {
 		}},
 		{"Services labelled as driverset's", func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
 			_, err := c.CoreV1().Services(ns).Create(ctx, floodService(i), metav1.CreateOptions{})
+			return err
+		}},
+		{"claims labelled as driverset's", func(ctx context.Context, c kubernetes.Interface, ns string, i int) error {
+			_, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, floodClaim(i), metav1.CreateOptions{})
 			return err
 		}},
 	}

@@ -470,7 +470,7 @@ func TestHoldIncarnation(t *testing.T) {
 			for _, g := range tc.gates {
 				pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
 			}
-			msg := HoldIncarnation(pod, tc.executors, nil)
+			msg := HoldIncarnation(pod, Leftovers{Executors: tc.executors})
 			var got []string
 			for _, g := range pod.Spec.SchedulingGates {
 				got = append(got, g.Name)
@@ -481,7 +481,7 @@ func TestHoldIncarnation(t *testing.T) {
 			if !strings.Contains(msg, tc.message) {
 				t.Errorf("message %q, want one containing %q", msg, tc.message)
 			}
-			if again := HoldIncarnation(pod, tc.executors, nil); again != msg || len(pod.Spec.SchedulingGates) != len(got) {
+			if again := HoldIncarnation(pod, Leftovers{Executors: tc.executors}); again != msg || len(pod.Spec.SchedulingGates) != len(got) {
 				t.Errorf("second call: %q with gates %v, want %q and no new gate", again, pod.Spec.SchedulingGates, msg)
 			}
 		})

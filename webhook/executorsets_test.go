@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -19,8 +20,9 @@ import (
 // One with no pod left (dynamic allocation scaled it to 0) holds no executor, so the set itself
 // must hold the next S-0 (convert.ExecutorSetOfApp: named for one of the app's ids, controlled by
 // a pod of S-0's name), until the garbage collector removes it. The golden pod's app has no
-// executor in the cache ("quiet-driver"), so only a set can hold it.
-func TestIncarnationWaitsForTheExecutorSetsOfEarlierIncarnations(t *testing.T) {
+// executor in the cache ("quiet-driver"), so only a set can hold it; or an executor claim, which
+// its next driver would reuse (ExecutorClaimsOfIncarnation).
+func TestIncarnationWaitsForTheExecutorSetsAndClaimsOfEarlierIncarnations(t *testing.T) {
 	const appID = "spark-8f2c1d4e6a7b4c9d8e0f1a2b3c4d5e6f"
 	set := func(name, owner string, controller bool) *appsv1.StatefulSet {
 		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "analytics", UID: "uid-set"}}
@@ -29,9 +31,21 @@ func TestIncarnationWaitsForTheExecutorSetsOfEarlierIncarnations(t *testing.T) {
 		}
 		return s
 	}
+	// An executor claim as Spark 4's driver makes it under driverset: owned by its driver pod,
+	// labelled driverset's (wrap's volume settings) when labelled is set.
+	claim := func(name, owner string, labelled bool) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "analytics", UID: "uid-claim",
+			Labels:          map[string]string{contract.LabelSparkAppSelector: appID},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner, UID: "uid-lost-s0", Controller: ptr.To(true)}}}}
+		if labelled {
+			c.Labels[contract.LabelDriver] = "quiet-driver"
+		}
+		return c
+	}
 	cases := []struct {
 		name    string
 		sets    []*appsv1.StatefulSet
+		claims  []*corev1.PersistentVolumeClaim
 		nilSets bool
 		fail    bool
 		want    verdict
@@ -52,6 +66,20 @@ func TestIncarnationWaitsForTheExecutorSetsOfEarlierIncarnations(t *testing.T) {
 		{name: "named for this app, controlled by another pod: admitted",
 			sets: []*appsv1.StatefulSet{set("spark-s-"+appID+"-0", "tenant-web-7f9c", true)},
 			want: unchanged, message: "no executors"},
+		// A DStream's next driver reuses any claim of its restored id, a Terminating one too.
+		{name: "the lost incarnation's executor claim, labelled as driverset's: held",
+			claims: []*corev1.PersistentVolumeClaim{claim("spark-exec-1-pvc-0", "quiet-driver-0", true)},
+			want:   patchedOK, message: "1 executor claim(s) of an earlier incarnation still exist (spark-exec-1-pvc-0)"},
+		{name: "a set and claims: held, each kind named",
+			sets:   []*appsv1.StatefulSet{set("spark-s-"+appID+"-0", "quiet-driver-0", true)},
+			claims: []*corev1.PersistentVolumeClaim{claim("spark-exec-1-pvc-0", "quiet-driver-0", true), claim("spark-exec-2-pvc-0", "quiet-driver-0", true)},
+			want:   patchedOK, message: "1 executor StatefulSet(s) of an earlier incarnation still exist (spark-s-" + appID + "-0), and 2 executor claim(s) (spark-exec-1-pvc-0, spark-exec-2-pvc-0)"},
+		{name: "an executor claim not labelled as driverset's (Spark 3.5): not looked at, admitted",
+			claims: []*corev1.PersistentVolumeClaim{claim("spark-exec-1-pvc-0", "quiet-driver-0", false)},
+			want:   unchanged, message: "no executors"},
+		{name: "a labelled claim of another pod (the placeholder's own claim, another app's): admitted",
+			claims: []*corev1.PersistentVolumeClaim{claim("spark-driver-pvc-0", "quiet-driver", true), claim("spark-exec-1-pvc-0", "other-driver-0", true)},
+			want:   unchanged, message: "no executors"},
 		{name: "the set cache fails: refused, to be retried", fail: true,
 			want: refusedErr, message: "could not look up the executor StatefulSets of StatefulSet quiet-driver"},
 		{name: "no set cache: sets are not looked at", nilSets: true,
@@ -68,6 +96,9 @@ func TestIncarnationWaitsForTheExecutorSetsOfEarlierIncarnations(t *testing.T) {
 				b := fake.NewClientBuilder()
 				for _, s := range tc.sets {
 					b.WithObjects(s)
+				}
+				for _, c := range tc.claims {
+					b.WithObjects(c)
 				}
 				if tc.fail {
 					failing("")(b)

@@ -34,7 +34,8 @@ type Incarnation struct {
 	// Reader is the informer cache that holds Spark's pods; never a live client.
 	Reader client.Reader
 	// Sets is the cache of StatefulSets' metadata (controller.ExecutorSetCacheOptions), for Spark's
-	// executor StatefulSets of earlier incarnations; never a live client. Nil: none is looked at.
+	// executor StatefulSets of earlier incarnations and their drivers' executor claims; never a
+	// live client. Nil: none is looked at.
 	Sets client.Reader
 }
 
@@ -70,14 +71,19 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executors of StatefulSet %s: %w", sts, err))
 	}
 	appID := pod.Labels[contract.LabelSparkAppSelector]
-	// Spark's executor StatefulSets of the app, by the rule the controller waits for them by: the
-	// pod being created has no UID yet, so every one is an earlier incarnation's.
-	sets, err := convert.ExecutorSetsOfIncarnation(ctx, n.Sets, pod.Namespace, contract.NamesOfStatefulSet(sts).DriverPodName(), appID, "")
-	if err != nil {
+	driverPod := contract.NamesOfStatefulSet(sts).DriverPodName()
+	left := Leftovers{Executors: executorsOfIncarnation(sts, placeholder, appID, executors.Items)}
+	// Spark's executor StatefulSets of the app and its drivers' executor claims, by the rules the
+	// controller waits for them by: the pod being created has no UID yet, so every one is an
+	// earlier incarnation's.
+	if left.Sets, err = convert.ExecutorSetsOfIncarnation(ctx, n.Sets, pod.Namespace, driverPod, appID, ""); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executor StatefulSets of StatefulSet %s: %w", sts, err))
 	}
+	if left.Claims, err = convert.ExecutorClaimsOfIncarnation(ctx, n.Sets, pod.Namespace, driverPod, ""); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executor claims of StatefulSet %s: %w", sts, err))
+	}
 	was := pod.DeepCopy()
-	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, executorsOfIncarnation(sts, placeholder, appID, executors.Items), sets))
+	return patched(req.Object.Raw, was, pod, HoldIncarnation(pod, left))
 }
 
 // placeholderOf is the UID of the placeholder whose StatefulSet created pod: the controller of
@@ -151,15 +157,25 @@ func incarnationOf(pod *corev1.Pod) (sts, reason string) {
 	return pod.Labels[contract.LabelDriver], ""
 }
 
+// Leftovers are what earlier incarnations of a driver pod left that its next incarnation waits
+// for: executors (executorsOfIncarnation: those of pod's StatefulSet in its namespace), Sets
+// (Spark's executor StatefulSets of the app: the next driver of a DStream app makes one of the
+// same name, which fails while the old one is there) and Claims (the executor claims their
+// drivers made: a DStream's next driver reuses them, a Terminating one too).
+type Leftovers struct {
+	Executors    []corev1.Pod
+	Sets, Claims []metav1.PartialObjectMetadata
+}
+
+func (l Leftovers) none() bool { return len(l.Executors)+len(l.Sets)+len(l.Claims) == 0 }
+
 // HoldIncarnation is the decision, pure: it adds the gate contract.GateStaleExecutors to driver pod
-// pod, once, when executors (executorsOfIncarnation: those of pod's StatefulSet in its namespace) or
-// sets (Spark's executor StatefulSets of the app: the next driver of a DStream app makes one of
-// the same name, which fails while the old one is there) is not empty, and says what it decided. The pod being created has no UID yet, so
-// every executor that exists belongs to an earlier incarnation; terminating and finished ones
-// count too, since the new driver would still see them. The gate is never removed here: lifting
-// it is the controller's, once the executors are gone.
-func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod, sets []metav1.PartialObjectMetadata) string {
-	if len(executors) == 0 && len(sets) == 0 {
+// pod, once, when anything is left (Leftovers), and says what it decided. The pod being created
+// has no UID yet, so everything left belongs to an earlier incarnation; terminating and finished
+// executors count too, since the new driver would still see them. The gate is never removed
+// here: lifting it is the controller's, once they are gone.
+func HoldIncarnation(pod *corev1.Pod, left Leftovers) string {
+	if left.none() {
 		if convert.HasGate(&pod.Spec, contract.GateStaleExecutors) {
 			return "already held until the stale executors are gone"
 		}
@@ -168,22 +184,28 @@ func HoldIncarnation(pod *corev1.Pod, executors []corev1.Pod, sets []metav1.Part
 	if pod.Spec.NodeName != "" {
 		// The apiserver refuses a gate on a pod that is already bound; refusing the pod instead
 		// would keep the driver down for good.
-		return fmt.Sprintf("bound to node %s, so it cannot be held although %s", pod.Spec.NodeName, staleSummary(executors, sets))
+		return fmt.Sprintf("bound to node %s, so it cannot be held although %s", pod.Spec.NodeName, left.summary())
 	}
 	convert.AddGate(&pod.Spec, contract.GateStaleExecutors)
-	return fmt.Sprintf("held by scheduling gate %s: %s", contract.GateStaleExecutors, staleSummary(executors, sets))
+	return fmt.Sprintf("held by scheduling gate %s: %s", contract.GateStaleExecutors, left.summary())
 }
 
-// staleSummary names a few of the executors and sets, sorted, so the message is the same on every call.
-func staleSummary(executors []corev1.Pod, sets []metav1.PartialObjectMetadata) string {
-	if len(executors) == 0 {
-		return fmt.Sprintf("%d executor StatefulSet(s) of an earlier incarnation still exist (%s)", len(sets), namesOf(sets))
+// summary names a few of each kind left, sorted, so the message is the same on every call.
+func (l Leftovers) summary() string {
+	var parts []string
+	add := func(n int, what, names string) {
+		switch {
+		case n == 0:
+		case len(parts) == 0:
+			parts = append(parts, fmt.Sprintf("%d %s of an earlier incarnation still exist (%s)", n, what, names))
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", n, what, names))
+		}
 	}
-	s := fmt.Sprintf("%d executor pod(s) of an earlier incarnation still exist (%s)", len(executors), namesOf(executors))
-	if len(sets) > 0 {
-		s += fmt.Sprintf(", and %d executor StatefulSet(s) (%s)", len(sets), namesOf(sets))
-	}
-	return s
+	add(len(l.Executors), "executor pod(s)", namesOf(l.Executors))
+	add(len(l.Sets), "executor StatefulSet(s)", namesOf(l.Sets))
+	add(len(l.Claims), "executor claim(s)", namesOf(l.Claims))
+	return strings.Join(parts, ", and ")
 }
 
 // namesOf names a few of objs, sorted.

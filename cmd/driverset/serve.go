@@ -202,7 +202,8 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	// Spark's executor StatefulSets carry no label to select them by: a cache of every
-	// StatefulSet's metadata, each cut to a fixed shape (controller.ExecutorSetCacheOptions).
+	// StatefulSet's metadata, and of the claims labelled as driverset's (the executor claims
+	// drivers make), each cut to a fixed shape (controller.ExecutorSetCacheOptions).
 	executorSets, err := cache.New(cfg, watched(controller.ExecutorSetCacheOptions(), f.watchNamespaces))
 	if err != nil {
 		return err

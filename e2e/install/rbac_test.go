@@ -84,8 +84,11 @@ func rights() []right {
 		{"", "limitranges", "list", "", served, false},
 		{"", "limitranges", "watch", "", served, false},
 		// The driver's claims spark-submit made: read live and relabelled once, before the driver
-		// first runs, out of Spark's clean stop.
+		// first runs, out of Spark's clean stop. The executor claims drivers label as driverset's:
+		// a cache by that label, which the next incarnation's gate waits on.
 		{"", "persistentvolumeclaims", "get", "", served, false},
+		{"", "persistentvolumeclaims", "list", "", served, false},
+		{"", "persistentvolumeclaims", "watch", "", served, false},
 		{"", "persistentvolumeclaims", "patch", "", served, false},
 		// The driver's headless Service: created once, by create-or-get.
 		{"", "services", "get", "", served, false},

@@ -145,6 +145,7 @@ type sparkJob struct {
 	resilient, python bool
 	slices            int
 	failOnce          bool              // the job's first attempt throws (DriversetPi's "fail-once")
+	keepAppID         bool              // every attempt runs with the first one's app id (DriversetPi's "keep-app-id")
 	conf              map[string]string // more --conf
 	// class and args, when args is set, submit another job of the image (spark.StreamClass …)
 	// with its own arguments instead of DriversetPi's; pyFile likewise for PySpark.
@@ -192,6 +193,9 @@ func runSparkJob(t *testing.T, d spark.Dist, job sparkJob, during func(*testing.
 	args := []string{fmt.Sprint(cmp.Or(job.slices, sparkSlices)), fmt.Sprint(sparkSliceMillis)}
 	if job.failOnce {
 		args = append(args, "fail-once")
+	}
+	if job.keepAppID {
+		args = append(args, "keep-app-id")
 	}
 	if job.args != nil {
 		args = job.args

@@ -39,7 +39,7 @@ func TestRealSparkExecutorClaimsThroughNodeLoss(t *testing.T) {
 		t.Skipf("Spark 3.5.6 is not among the images: %v", err)
 	}
 	ns := namespace(t, nil)
-	class := localVolumes(t, 6)
+	class := localVolumes(t, 6, corev1.ReadWriteOnce)
 	template := filepath.Join(t.TempDir(), "executor.yaml")
 	if err := os.WriteFile(template, []byte(executorAntiAffinity), 0o644); err != nil {
 		t.Fatal(err)
@@ -100,9 +100,12 @@ func stamp(at time.Time) string {
 	return at.Format("15:04:05.0")
 }
 
-// localVolumes makes a StorageClass with no provisioner and n ReadWriteOnce local volumes of it,
-// in one folder of the host that every real node has (they share the host's file system).
-func localVolumes(t *testing.T, n int) string {
+// localVolumes makes a StorageClass with no provisioner and n local volumes of it of access mode
+// mode, in one folder of the host that every real node has (they share the host's file system).
+// Spark 3.5 asks ReadWriteOnce of the claims it makes, Spark 4 ReadWriteOncePod (unless
+// spark.kubernetes.legacy.useReadWriteOnceAccessMode), which binds only a volume of that mode
+// alone.
+func localVolumes(t *testing.T, n int, mode corev1.PersistentVolumeAccessMode) string {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("driverset-e2e-claims-%d", time.Now().UnixNano()%100000)
@@ -130,7 +133,7 @@ func localVolumes(t *testing.T, n int) string {
 			Spec: corev1.PersistentVolumeSpec{
 				StorageClassName:       name,
 				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{mode},
 				PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
 				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn,
@@ -148,6 +151,7 @@ func localVolumes(t *testing.T, n int) string {
 // claimRecord is one claim of a namespace as the poll saw it.
 type claimRecord struct {
 	name, app, owner      string
+	driverLabel           string // driverset.dev/driver, which the driver gives the executor claims it makes
 	first, deleting, gone time.Time
 }
 
@@ -180,7 +184,7 @@ func (p *claimPoll) record(items []corev1.PersistentVolumeClaim) {
 		live[uid] = true
 		rec := p.byUID[uid]
 		if rec == nil {
-			rec = &claimRecord{name: c.Name, app: c.Labels[contract.LabelSparkAppSelector], first: now}
+			rec = &claimRecord{name: c.Name, app: c.Labels[contract.LabelSparkAppSelector], driverLabel: c.Labels[contract.LabelDriver], first: now}
 			if ref := metav1.GetControllerOf(c); ref != nil {
 				rec.owner = ref.Kind + " " + ref.Name + " " + string(ref.UID)
 			}

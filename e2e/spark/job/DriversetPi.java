@@ -1,7 +1,10 @@
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
 import java.util.SplittableRandom;
 
+import io.fabric8.kubernetes.api.model.ConfigMap;
 import io.fabric8.kubernetes.api.model.ConfigMapBuilder;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientBuilder;
@@ -19,7 +22,11 @@ import org.apache.spark.api.java.JavaSparkContext;
  * to lose a node in the middle of it), and optionally "fail-once": the first driver that gets
  * this far records it in a ConfigMap of its namespace (with the driver's own ServiceAccount,
  * through the Kubernetes client that Spark ships) and throws, as a job with a bug that a retry
- * gets past would; a later driver finds the record and runs the job.
+ * gets past would; a later driver finds the record and runs the job. And optionally
+ * "keep-app-id": the first driver records its app id in a ConfigMap of its namespace, and a later
+ * driver sets spark.app.id to it before its SparkContext starts, as a DStream app's
+ * StreamingContext.getOrCreate does with the id its checkpoint holds: every incarnation then runs
+ * with the first one's id, whatever driverset gives it.
  */
 public final class DriversetPi {
   private static final int DARTS = 200_000;
@@ -29,9 +36,18 @@ public final class DriversetPi {
   public static void main(String[] args) throws Exception {
     int slices = Integer.parseInt(args[0]);
     long sleepMillis = Long.parseLong(args[1]);
-    JavaSparkContext sc = new JavaSparkContext(new SparkConf().setAppName("driverset-pi"));
+    Set<String> options = Set.copyOf(Arrays.asList(args).subList(Math.min(2, args.length), args.length));
+    SparkConf conf = new SparkConf().setAppName("driverset-pi");
+    String kept = options.contains("keep-app-id") ? record("driverset-pi-app-id", null) : null;
+    if (kept != null) {
+      conf.set("spark.app.id", kept);
+    }
+    JavaSparkContext sc = new JavaSparkContext(conf);
+    if (options.contains("keep-app-id") && kept == null) {
+      record("driverset-pi-app-id", sc.sc().applicationId());
+    }
     System.out.println("driverset-pi: app " + sc.sc().applicationId() + " attempt started");
-    if (args.length > 2 && args[2].equals("fail-once") && firstAttempt()) {
+    if (options.contains("fail-once") && firstAttempt()) {
       throw new IllegalStateException("driverset-pi: failing the first attempt, as asked");
     }
     List<Integer> ids = new ArrayList<>();
@@ -60,17 +76,27 @@ public final class DriversetPi {
    * earlier attempt did. Not by app id: each incarnation that driverset runs has one of its own.
    */
   private static boolean firstAttempt() throws Exception {
+    return record("driverset-pi-attempts", "1") == null;
+  }
+
+  /**
+   * The value the ConfigMap name of the driver's namespace holds (its key "value"), or null when
+   * there is none; then, when value is not null, the ConfigMap is made with it.
+   */
+  private static String record(String name, String value) throws Exception {
     String ns = new String(Files.readAllBytes(
         Paths.get("/var/run/secrets/kubernetes.io/serviceaccount/namespace"))).trim();
-    String name = "driverset-pi-attempts";
     try (KubernetesClient k8s = new KubernetesClientBuilder().build()) {
-      if (k8s.configMaps().inNamespace(ns).withName(name).get() != null) {
-        return false;
+      ConfigMap cm = k8s.configMaps().inNamespace(ns).withName(name).get();
+      if (cm != null) {
+        return cm.getData().get("value");
       }
-      k8s.configMaps().inNamespace(ns).resource(new ConfigMapBuilder()
-          .withNewMetadata().withName(name).endMetadata()
-          .addToData("attempt", "1").build()).create();
-      return true;
+      if (value != null) {
+        k8s.configMaps().inNamespace(ns).resource(new ConfigMapBuilder()
+            .withNewMetadata().withName(name).endMetadata()
+            .addToData("value", value).build()).create();
+      }
+      return null;
     }
   }
 }
