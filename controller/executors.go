@@ -53,12 +53,12 @@ func (r *Placeholder) observeExecutors(ctx context.Context, s *Snapshot, mine fu
 }
 
 // observeExecutorSets reads, from the executor-set cache, Spark's executor StatefulSets of the
-// incarnations of S-0's app before S-0 (ExecutorSetsOfIncarnation), and the executor claims their
+// incarnations of S-0 before this one (ExecutorSetsOfIncarnation), and the executor claims their
 // drivers made (ExecutorClaimsOfIncarnation).
 func (r *Placeholder) observeExecutorSets(ctx context.Context, s *Snapshot) error {
-	p, driver := s.Placeholder.Value, s.Driver.Value
+	driver := s.Driver.Value
 	at := r.now()
-	sets, err := convert.ExecutorSetsOfIncarnation(ctx, r.ExecutorSets, driver.Namespace, driver.Name, p.Labels[contract.LabelSparkAppSelector], driver.UID)
+	sets, err := convert.ExecutorSetsOfIncarnation(ctx, r.ExecutorSets, driver.Namespace, driver.Name, driver.UID)
 	if err != nil {
 		return err
 	}

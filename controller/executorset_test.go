@@ -82,27 +82,32 @@ func TestReconcileWaitsForTheExecutorsOfSparksStatefulSet(t *testing.T) {
 // the same name as the lost one's, and its create fails while that is there. A lost set with no
 // pod left (dynamic allocation scaled it to 0) holds no executor: the set itself holds the next
 // S-0 (convert.ExecutorSetOfApp) until the garbage collector removes it, after its owner, the lost
-// S-0. driverset never deletes it. A set the current S-0 controls, or another app's, is not waited for.
+// S-0. driverset never deletes it; one named for another app's id (a DStream resubmitted onto that
+// app's checkpoint restores it) is waited for too. A set the current S-0 controls, or another
+// app's, is not.
 func TestReconcileWaitsForAnEarlierIncarnationsExecutorSet(t *testing.T) {
 	h := newCluster(t, nil, nil)
 	h.r.ExecutorSets = h.c
 	h.reconcile()
 	app := h.placeholder().Labels[contract.LabelSparkAppSelector]
 	yes := true
-	set := func(name string, owner types.UID) *appsv1.StatefulSet {
+	set := func(name, pod string, owner types.UID) *appsv1.StatefulSet {
 		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.p.Namespace,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: h.names.DriverPodName(), UID: owner, Controller: &yes}}}}
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod, UID: owner, Controller: &yes}}}}
 		if err := h.c.Create(h.ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	lost := set("spark-s-"+app+"-0", "uid-lost-s0")
-	set("spark-s-spark-other-0", "uid-lost-s0")
+	lost := set("spark-s-"+app+"-0", h.names.DriverPodName(), "uid-lost-s0")
+	// A DStream app submitted again under another name onto another app's checkpoint: its sets are
+	// named for that app's restored id, and controlled by this app's S-0.
+	restored := set("spark-s-spark-restored-0", h.names.DriverPodName(), "uid-lost-s0")
+	set("spark-s-spark-other-0", "other-driver-0", "uid-other-s0") // another app's
 	h.deletes = nil
 
 	d := h.startIncarnation("", contract.GateStaleExecutors)
-	set("spark-s-"+app+"-1", d.UID) // the current incarnation's own: not stale
+	set("spark-s-"+app+"-1", h.names.DriverPodName(), d.UID) // the current incarnation's own: not stale
 	h.setDriverStatus(pendingStatus())
 	h.reconcile()
 	if !convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
@@ -111,10 +116,17 @@ func TestReconcileWaitsForAnEarlierIncarnationsExecutorSet(t *testing.T) {
 	if len(h.deletes) != 0 {
 		t.Errorf("deleted %+v: the garbage collector removes the set", h.deletes)
 	}
-	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "1 executor StatefulSet(s)")
+	checkStatus(t, h.placeholder(), corev1.PodPending, "waiting", false, "2 executor StatefulSet(s)")
 
-	// The garbage collector removes the set once the lost S-0 is gone.
+	// The garbage collector removes the sets once the lost S-0 is gone.
 	if err := h.c.Delete(h.ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if !convert.HasGate(&h.driver().Spec, contract.GateStaleExecutors) {
+		t.Fatalf("gate lifted while %s, the lost incarnation's set named for a restored id, remains", restored.Name)
+	}
+	if err := h.c.Delete(h.ctx, restored); err != nil {
 		t.Fatal(err)
 	}
 	h.reconcile()

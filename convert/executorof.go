@@ -46,19 +46,23 @@ func ExecutorOfApp(e *corev1.Pod, driverPod string, placeholder types.UID, appID
 	return ref.Name == driverPod || placeholder != "" && ref.UID == placeholder
 }
 
-// ExecutorSetOfApp extends ExecutorOfApp's rule to Spark's executor StatefulSet itself, which a
-// set's executor pods are the app's by: set is one of the app's when it is named for one of the
-// app's incarnation ids (what ExecutorOfApp reads of it from a pod's reference) and, what only
-// the set shows, its controller is a v1 Pod of the app's driver pod name (the incarnation that
-// made it: StatefulSetPodsAllocator owns it by its driver pod). So the garbage collector removes
-// every set taken here once that incarnation is gone, and a set nothing would remove (no
-// controller, a tenant's) is never waited for. The incarnation gate waits for those of earlier
-// incarnations: a DStream's next driver makes a set of the same name, and its create fails while
-// the old one is still there.
-func ExecutorSetOfApp(set metav1.Object, driverPod, appID string) bool {
+// ExecutorSetOfApp is the rule for Spark's executor StatefulSet itself (the StatefulSet
+// allocator) of the app whose driver pods are named driverPod: a set named as Spark names them,
+// spark-s-<app id>-<resource profile>, whose controller is a v1 Pod of that name (the
+// incarnation that made it: StatefulSetPodsAllocator owns it by its driver pod). So the garbage
+// collector removes every set taken here once that incarnation is gone (a pod of S-0's name
+// never exists while the next one is admitted, and the planner leaves out the current S-0's by
+// UID), and a set nothing would remove (no controller, a tenant's) is never waited for. The
+// incarnation gate waits for those of earlier incarnations: a DStream's next driver makes a set
+// of the same name, and its create fails while the old one is still there.
+//
+// Not by app id, unlike a set's executor pods (ExecutorOfApp, which read only the set's name): a
+// DStream app submitted again under another name onto another app's checkpoint runs with that
+// app's restored id, so its sets are named for an id not its own, and controlled by its own S-0.
+func ExecutorSetOfApp(set metav1.Object, driverPod string) bool {
 	ref := metav1.GetControllerOfNoCopy(set)
-	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driverPod &&
-		namedForApp(set.GetName(), appID)
+	_, spark := executorSetAppID(set.GetName())
+	return spark && ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driverPod
 }
 
 // namedForApp reports whether name is that of one of Spark's executor StatefulSets for one of the

@@ -115,15 +115,18 @@ func TestExecutorSetOfApp(t *testing.T) {
 	}{
 		{"an incarnation's set, controlled by its driver pod", set(mine, driver("v1", "Pod", driverPod, true)), "spark-abc", true},
 		{"the submitted id itself (a DStream's restored id)", set("spark-s-spark-abc-1", driver("v1", "Pod", driverPod, true)), "spark-abc", true},
-		{"another app's set, controlled by this app's driver pod name", set("spark-s-spark-xyz-3f2a9c1e-0", driver("v1", "Pod", driverPod, true)), "spark-abc", false},
+		// A DStream app submitted again under another name onto another app's checkpoint runs
+		// with that app's restored id: its sets are named for it, and controlled by its own S-0.
+		{"named for another app's id (a restored one), controlled by this app's driver pod name", set("spark-s-spark-xyz-3f2a9c1e-0", driver("v1", "Pod", driverPod, true)), "spark-abc", true},
 		{"named for the app, controlled by another pod", set(mine, driver("v1", "Pod", "other-driver-0", true)), "spark-abc", false},
 		{"named for the app, no controller (nothing would remove it)", set(mine), "spark-abc", false},
 		{"named for the app, the driver pod only an owner", set(mine, driver("v1", "Pod", driverPod, false)), "spark-abc", false},
 		{"named for the app, controlled by a Pod of another API group", set(mine, driver("example.com/v1", "Pod", driverPod, true)), "spark-abc", false},
 		{"driverset's own StatefulSet (controlled by the placeholder)", set("pi-driver", driver("v1", "Pod", "pi-driver", true)), "spark-abc", false},
-		{"the app id unknown", set(mine, driver("v1", "Pod", driverPod, true)), "", false},
+		{"the app id unknown: the controller decides", set(mine, driver("v1", "Pod", driverPod, true)), "", true},
+		{"not named as Spark names its sets, controlled by the driver pod", set("cache-0", driver("v1", "Pod", driverPod, true)), "spark-abc", false},
 	} {
-		if got := ExecutorSetOfApp(tc.set, driverPod, tc.appID); got != tc.want {
+		if got := ExecutorSetOfApp(tc.set, driverPod); got != tc.want {
 			t.Errorf("%s: ExecutorSetOfApp = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -27,10 +27,10 @@ func executorSetList() *metav1.PartialObjectMetadataList {
 }
 
 // ExecutorSetsOfIncarnation lists, from sets (the executor-set cache), the executor StatefulSets
-// of the app whose driver pods are named driverPod and which was submitted as appID
-// (convert.ExecutorSetOfApp) that an incarnation other than the one with UID current made (all of
-// them while current is empty: the pod being admitted has no UID yet). Nil sets reads none.
-func ExecutorSetsOfIncarnation(ctx context.Context, sets client.Reader, ns, driverPod, appID string, current types.UID) ([]metav1.PartialObjectMetadata, error) {
+// of the app whose driver pods are named driverPod (convert.ExecutorSetOfApp) that an incarnation
+// other than the one with UID current made (all of them while current is empty: the pod being
+// admitted has no UID yet). Nil sets reads none.
+func ExecutorSetsOfIncarnation(ctx context.Context, sets client.Reader, ns, driverPod string, current types.UID) ([]metav1.PartialObjectMetadata, error) {
 	if sets == nil {
 		return nil, nil
 	}
@@ -41,7 +41,7 @@ func ExecutorSetsOfIncarnation(ctx context.Context, sets client.Reader, ns, driv
 	var out []metav1.PartialObjectMetadata
 	for i := range list.Items {
 		s := &list.Items[i]
-		if ExecutorSetOfApp(s, driverPod, appID) && (current == "" || metav1.GetControllerOfNoCopy(s).UID != current) {
+		if ExecutorSetOfApp(s, driverPod) && (current == "" || metav1.GetControllerOfNoCopy(s).UID != current) {
 			out = append(out, *s)
 		}
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +25,9 @@ import (
 // one's is still there. A lost set with no pod left (dynamic allocation scaled it to 0) holds no
 // executor: driverset's cache of StatefulSets' metadata must see it, the incarnations webhook
 // gate the next S-0 for it and the controller lift the gate only once the garbage collector has
-// removed it. The set is kept Terminating by a finalizer of the test's own, as a slow garbage
-// collector would, until released.
+// removed it; so too for a set named for another app's id that a DStream resubmitted onto that
+// app's checkpoint makes. The sets are kept Terminating by a finalizer of the test's own, as a
+// slow garbage collector would, until released.
 func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, nil)
@@ -39,26 +41,45 @@ func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
 	}
 
 	// Spark's set, as StatefulSetPodsAllocator makes it, scaled to 0: no label of its own, its
-	// controller the driver pod.
+	// controller the driver pod. And one named for another app's id, which a DStream app
+	// submitted again under another name onto that app's checkpoint restores and names its sets
+	// for.
 	selector := map[string]string{contract.LabelSparkAppSelector: appID, contract.LabelSparkRole: contract.RoleExecutor}
-	set := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "spark-s-" + appID + "-0", Namespace: ns,
-			Finalizers: []string{"e2e.driverset.dev/hold"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: r.pod.Name, UID: r.pod.UID,
-				Controller: new(true), BlockOwnerDeletion: new(true)}}},
-		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(0)), PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.6"}}}}},
+	lostSet := func(name string) string {
+		set := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Finalizers: []string{"e2e.driverset.dev/hold"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: r.pod.Name, UID: r.pod.UID,
+					Controller: new(true), BlockOwnerDeletion: new(true)}}},
+			Spec: appsv1.StatefulSetSpec{Replicas: new(int32(0)), PodManagementPolicy: appsv1.ParallelPodManagement,
+				Selector: &metav1.LabelSelector{MatchLabels: selector},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "spark-kubernetes-executor", Image: "apache/spark:3.5.6"}}}}},
+		}
+		if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return name
 	}
-	if _, err := kube().AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	release := func() {
+	own, restored := lostSet("spark-s-"+appID+"-0"), lostSet("spark-s-spark-0123456789abcdef0123456789abcdef-0")
+	release := func(name string) {
 		drop := []byte(`{"metadata":{"finalizers":null}}`)
-		_, _ = kube().AppsV1().StatefulSets(ns).Patch(context.Background(), set.Name, types.MergePatchType, drop, metav1.PatchOptions{})
+		_, _ = kube().AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, drop, metav1.PatchOptions{})
 	}
-	nextIncarnationWaitsFor(t, r, "executor StatefulSet(s) of the previous driver", set.Name, release)
+	t.Cleanup(func() { release(restored) })
+	var once sync.Once // nextIncarnationWaitsFor calls it again when the test ends
+	nextIncarnationWaitsFor(t, r, "2 executor StatefulSet(s) of the previous driver", own, func() {
+		once.Do(func() {
+			release(own)
+			// The set named for the restored id still holds it (on the code before, which took only
+			// sets named for the app's own ids, the next incarnation ran here).
+			time.Sleep(3 * time.Second)
+			if p := getPod(t, ns, r.names.DriverPodName()); p.UID != r.pod.UID && p.Spec.NodeName != "" {
+				t.Errorf("the next incarnation was scheduled on %s while %s, named for a restored id, exists", p.Spec.NodeName, restored)
+			}
+			release(restored)
+		})
+	})
 }
 
 // A DStream app's next driver reuses any claim labelled with its restored app id

@@ -18,8 +18,8 @@ import (
 // restored from its checkpoint, so the next driver makes an executor StatefulSet of the same name,
 // spark-s-<id>-<profile>, and its create fails while the lost incarnation's set is still there.
 // One with no pod left (dynamic allocation scaled it to 0) holds no executor, so the set itself
-// must hold the next S-0 (convert.ExecutorSetOfApp: named for one of the app's ids, controlled by
-// a pod of S-0's name), until the garbage collector removes it. The golden pod's app has no
+// must hold the next S-0 (convert.ExecutorSetOfApp: named as Spark's are, controlled by a pod of
+// S-0's name), until the garbage collector removes it. The golden pod's app has no
 // executor in the cache ("quiet-driver"), so only a set can hold it; or an executor claim, which
 // its next driver would reuse (ExecutorClaimsOfIncarnation).
 func TestIncarnationWaitsForTheExecutorSetsAndClaimsOfEarlierIncarnations(t *testing.T) {
@@ -57,6 +57,9 @@ func TestIncarnationWaitsForTheExecutorSetsAndClaimsOfEarlierIncarnations(t *tes
 		{name: "an incarnation's own id, cut for the allocator: held",
 			sets: []*appsv1.StatefulSet{set("spark-s-spark-8f2c1d4e6a7b4c9d8e0f1a2b3c-5d1f0c8e-0", "quiet-driver-0", true)},
 			want: patchedOK, message: "held by scheduling gate"},
+		{name: "named for another app's id, controlled by a pod of S-0's name (a DStream resubmitted onto that app's checkpoint): held",
+			sets: []*appsv1.StatefulSet{set("spark-s-spark-99999999999999999999999999-5d1f0c8e-0", "quiet-driver-0", true)},
+			want: patchedOK, message: "1 executor StatefulSet(s) of an earlier incarnation still exist (spark-s-spark-99999999999999999999999999-5d1f0c8e-0)"},
 		{name: "another app's set: admitted",
 			sets: []*appsv1.StatefulSet{set("spark-s-spark-99999999999999999999999999-5d1f0c8e-0", "other-driver-0", true)},
 			want: unchanged, message: "no executors"},

@@ -76,7 +76,7 @@ func (n *Incarnation) Handle(ctx context.Context, req admission.Request) admissi
 	// Spark's executor StatefulSets of the app and its drivers' executor claims, by the rules the
 	// controller waits for them by: the pod being created has no UID yet, so every one is an
 	// earlier incarnation's.
-	if left.Sets, err = convert.ExecutorSetsOfIncarnation(ctx, n.Sets, pod.Namespace, driverPod, appID, ""); err != nil {
+	if left.Sets, err = convert.ExecutorSetsOfIncarnation(ctx, n.Sets, pod.Namespace, driverPod, ""); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("driverset could not look up the executor StatefulSets of StatefulSet %s: %w", sts, err))
 	}
 	if left.Claims, err = convert.ExecutorClaimsOfIncarnation(ctx, n.Sets, pod.Namespace, driverPod, ""); err != nil {
