@@ -94,6 +94,17 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A system StatefulSet, labelled as driverset's: kube-system is not served, whatever it carries.
+	system := sts(metav1.NamespaceSystem, nil)
+	system.Name = "guard-" + ns
+	system.Labels = map[string]string{contract.LabelDriver: system.Name}
+	system.Spec.Replicas = new(int32(0))
+	if _, err := kube().AppsV1().StatefulSets(metav1.NamespaceSystem).Create(ctx, system, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube().AppsV1().StatefulSets(metav1.NamespaceSystem).Delete(context.Background(), system.Name, metav1.DeleteOptions{})
+	})
 	claim, err := kube().CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: map[string]string{contract.LabelSparkAppSelector: "spark-1"}},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -237,6 +248,11 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"gone","uid":"6c4bd1e6-0000-0000-0000-000000000000"}]}}`)},
 		{"its StatefulSet scaled to 2", "driverset-guard-updates", patchSts(r.names.StatefulSet, `{"spec":{"replicas":2}}`)},
 		{"a StatefulSet that is not driverset's scaled", "driverset-guard-updates", patchSts(theirs.Name, `{"spec":{"replicas":5}}`)},
+		{"a kube-system StatefulSet's pod template changed (given driverset's label)", "driverset-guard-updates", func(ctx context.Context) error {
+			_, err := ds.AppsV1().StatefulSets(metav1.NamespaceSystem).Patch(ctx, system.Name, types.MergePatchType,
+				[]byte(`{"spec":{"template":{"spec":{"hostNetwork":true,"containers":[{"name":"c","image":"attacker/miner"}]}}}}`), dryPatch)
+			return err
+		}},
 		{"a claim's owner changed", "driverset-guard-updates", patchClaim(
 			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"gone","uid":"6c4bd1e6-0000-0000-0000-000000000000"}]}}`)},
 		{"a claim's labels changed", "driverset-guard-updates", patchClaim(`{"metadata":{"labels":{"app":"db"}}}`)},
@@ -278,6 +294,18 @@ func TestDriversetServiceAccountIsFencedByPolicies(t *testing.T) {
 		{"the webhook made to see every pod", "driverset-guard-webhooks", func(ctx context.Context) error {
 			_, err := ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.JSONPatchType,
 				[]byte(`[{"op":"remove","path":"/webhooks/0/objectSelector"}]`), dryPatch)
+			return err
+		}},
+		// The garbage collector deletes an object whose owner is gone: a dangling reference would
+		// have it delete driverset's webhook configuration, and every Fail gate with it.
+		{"a dangling ownerReference on the webhook configuration", "driverset-guard-webhooks", func(ctx context.Context) error {
+			_, err := ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.MergePatchType,
+				[]byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}`), dryPatch)
+			return err
+		}},
+		{"a finalizer on the webhook configuration", "driverset-guard-webhooks", func(ctx context.Context) error {
+			_, err := ds.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, "driverset", types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":["example.com/hold"]}}`), dryPatch)
 			return err
 		}},
 	}
