@@ -262,6 +262,9 @@ func (w *mworld) kubeletEvents() []mevent {
 					if w.m.Ended {
 						w.m.Broken = promiseNoRerun + ": a driver started after the app's end was recorded"
 					}
+					if met := w.metClaims(i); met != "" {
+						w.m.Broken = met
+					}
 					inc.restart(now)
 					inc.Ctr, inc.Proc = ctrDriver, procRunning
 				}},

@@ -40,6 +40,7 @@ func (w *mworld) events() []mevent {
 	out = append(out, w.clusterEvents()...)
 	out = append(out, w.userEvents()...)
 	out = append(out, w.driversetEvents()...)
+	out = append(out, w.claimEvents()...)
 	return slices.DeleteFunc(out, func(e mevent) bool { return !w.cfg.has(e.kind) })
 }
 
@@ -141,7 +142,11 @@ func (w *mworld) stsCreate() mevent {
 			}
 		}
 		node := w.schedulable()
-		d := w.h.startIncarnation(node)
+		gates := w.heldAtAdmission()
+		if len(gates) > 0 {
+			node = "" // the scheduler binds no gated pod
+		}
+		d := w.h.startIncarnation(node, gates...)
 		w.m.Incs = append(w.m.Incs, &minc{UID: d.UID, Node: node})
 	}}
 }
@@ -172,7 +177,7 @@ func (w *mworld) clusterEvents() []mevent {
 			w.deletePod(w.h.driver(), false)
 		}})
 	}
-	if d != nil && d.Spec.NodeName == "" && d.DeletionTimestamp == nil && w.schedulable() != "" {
+	if d != nil && d.Spec.NodeName == "" && d.DeletionTimestamp == nil && len(d.Spec.SchedulingGates) == 0 && w.schedulable() != "" {
 		out = append(out, mevent{name: "scheduler binds S-0 to " + w.schedulable(), kind: kindCluster, apply: func(w *mworld) {
 			d := w.h.driver()
 			d.Spec.NodeName = w.schedulable()
@@ -200,9 +205,9 @@ func (w *mworld) clusterEvents() []mevent {
 			}})
 		}
 	}
-	if orphans := w.orphans(); len(orphans) > 0 {
+	if orphans := append(w.orphans(), w.orphanClaims()...); len(orphans) > 0 {
 		out = append(out, mevent{name: "garbage collector deletes what lost its owner", kind: kindCluster, apply: func(w *mworld) {
-			for _, o := range w.orphans() {
+			for _, o := range append(w.orphans(), w.orphanClaims()...) {
 				if err := w.h.c.Delete(w.ctx, o); err != nil && !apierrors.IsNotFound(err) {
 					w.t.Fatal(err)
 				}

@@ -87,6 +87,9 @@ type modelConfig struct {
 }
 
 func (c modelConfig) has(kind string) bool {
+	if kind == kindClaims { // only where a scenario names it ("everything" explores without)
+		return slices.Contains(c.kinds, kind)
+	}
 	return c.kinds == nil || slices.Contains(c.kinds, kind)
 }
 
@@ -120,6 +123,10 @@ var modelConfigs = []modelConfig{
 	// under this build's name (promise 1: one StatefulSet per placeholder).
 	{name: "S under another build's name, caches behind", stsName: modelThirdName, depth: 6,
 		kinds: append([]string{kindStale, kindDriverset, kindDelete}, always...)},
+	// A DStream app's executor claims (its incarnations share one app id): the next driver starts
+	// only once the lost one's are gone.
+	{name: "executor claims of a shared app id", depth: 7,
+		kinds: append([]string{kindClaims, kindNode}, always...)},
 	{name: "everything", depth: 3, shallower: 3},
 }
 

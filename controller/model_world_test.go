@@ -248,7 +248,7 @@ func (w *mworld) snapshot() []client.Object {
 			w.t.Fatal(err)
 		}
 	}
-	return out
+	return w.snapshotClaims(out)
 }
 
 // hash is the state's identity: every object as stored (without its resourceVersion and
@@ -350,14 +350,19 @@ func (w *mworld) readingFrom(stale []client.Object) client.Client {
 func (w *mworld) pass(stale []client.Object) {
 	c := w.readingFrom(stale)
 	now := func() time.Time { return w.m.now() }
+	var sets client.Reader // the executor-set cache, where claims are modelled
+	if w.cfg.has(kindClaims) {
+		sets = c
+	}
 	r := &Placeholder{
-		Client:    cacheView{c},
-		APIReader: w.h.c,
-		Events:    &events.FakeRecorder{},
-		Convert:   convert.Options{Image: "registry.example/driverset:test"},
-		Budget:    Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
-		Seal:      testSeal(),
-		Now:       now,
+		Client:       cacheView{c},
+		APIReader:    w.h.c,
+		ExecutorSets: sets,
+		Events:       &events.FakeRecorder{},
+		Convert:      convert.Options{Image: "registry.example/driverset:test"},
+		Budget:       Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
+		Seal:         testSeal(),
+		Now:          now,
 	}
 	if _, err := r.Reconcile(w.ctx, ctrl.Request{NamespacedName: w.h.p}); err != nil {
 		w.errs = append(w.errs, "Placeholder: "+err.Error())
