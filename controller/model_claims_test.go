@@ -2,8 +2,10 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,11 +30,21 @@ import (
 //   - the promise: no driver starts while a claim an earlier incarnation's driver made exists
 //     (its allocator would list it).
 
-// kindClaims: the driver makes its executor claim. Explored only where a scenario names it.
-const kindClaims = "claims"
+// kindClaims: the driver makes its executor claim; kindSets: it makes its executor StatefulSet
+// (Spark's StatefulSet allocator, spark-s-<app id>-<profile>, owned by S-0: the next driver of a
+// DStream makes one of the same name, whose create fails while the lost one is there). Explored
+// only where a scenario names them.
+const (
+	kindClaims = "claims"
+	kindSets   = "sets"
+)
 
-// promiseClaims is the claims' promise, beside the four of the brief.
-const promiseClaims = "5 no driver meets a lost incarnation's executor claim"
+// promiseClaims is the claims' and sets' promise, beside the four of the brief.
+const promiseClaims = "5 no driver meets a lost incarnation's executor claim or StatefulSet"
+
+// modelSetName is the name of every incarnation's executor StatefulSet: a DStream's incarnations
+// share one app id.
+const modelSetName = "spark-s-spark-restored-0"
 
 // claimEvents: the running driver of the last incarnation makes its executor claim, once.
 func (w *mworld) claimEvents() []mevent {
@@ -40,13 +52,29 @@ func (w *mworld) claimEvents() []mevent {
 	if inc == nil || inc.Proc != procRunning || w.m.Machines[inc.Node] != machineUp || w.podOf(inc) == nil {
 		return nil
 	}
-	for _, c := range w.claims() {
-		if ref := metav1.GetControllerOf(&c); ref != nil && ref.UID == inc.UID {
-			return nil
-		}
-	}
+	made := !w.cfg.has(kindClaims) || slices.ContainsFunc(w.claims(), func(c corev1.PersistentVolumeClaim) bool {
+		ref := metav1.GetControllerOf(&c)
+		return ref != nil && ref.UID == inc.UID
+	})
 	n := len(w.m.Incs)
-	return []mevent{{name: fmt.Sprintf("driver #%d makes its executor claim", n), kind: kindClaims, apply: func(w *mworld) {
+	var out []mevent
+	if w.cfg.has(kindSets) && len(w.executorSets()) == 0 {
+		// Its create fails while a set of the name exists: only once none does.
+		out = append(out, mevent{name: fmt.Sprintf("driver #%d makes its executor StatefulSet", n), kind: kindSets, apply: func(w *mworld) {
+			yes := true
+			s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: modelSetName, Namespace: w.h.p.Namespace,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: w.h.names.DriverPodName(),
+					UID: w.m.lastInc().UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
+				Spec: appsv1.StatefulSetSpec{Replicas: new(int32(0))}}
+			if err := w.h.c.Create(w.ctx, s); err != nil {
+				w.t.Fatal(err)
+			}
+		}})
+	}
+	if made {
+		return out
+	}
+	return append(out, mevent{name: fmt.Sprintf("driver #%d makes its executor claim", n), kind: kindClaims, apply: func(w *mworld) {
 		yes := true
 		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("spark-exec-%d-pvc-0", n), Namespace: w.h.p.Namespace,
@@ -58,7 +86,39 @@ func (w *mworld) claimEvents() []mevent {
 		if err := w.h.c.Create(w.ctx, c); err != nil {
 			w.t.Fatal(err)
 		}
-	}}}
+	}})
+}
+
+// modelsLeftovers reports whether the scenario models executor claims or sets.
+func (c modelConfig) modelsLeftovers() bool { return c.has(kindClaims) || c.has(kindSets) }
+
+// executorSets are Spark's executor StatefulSets on the apiserver (not S).
+func (w *mworld) executorSets() []client.Object {
+	if !w.cfg.has(kindSets) {
+		return nil
+	}
+	var list appsv1.StatefulSetList
+	if err := w.h.c.List(w.ctx, &list, client.InNamespace(w.h.p.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []client.Object
+	for i := range list.Items {
+		if strings.HasPrefix(list.Items[i].Name, "spark-s-") {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out
+}
+
+// leftovers are the executor claims and sets on the apiserver.
+func (w *mworld) leftovers() []client.Object {
+	out := w.executorSets()
+	if w.cfg.has(kindClaims) {
+		for _, c := range w.claims() {
+			out = append(out, c.DeepCopy())
+		}
+	}
+	return out
 }
 
 // claims are the namespace's claims on the apiserver.
@@ -70,66 +130,62 @@ func (w *mworld) claims() []corev1.PersistentVolumeClaim {
 	return list.Items
 }
 
-// orphanClaims are the claims whose owner pod is gone (by UID), not being deleted.
-func (w *mworld) orphanClaims() []client.Object {
-	if !w.cfg.has(kindClaims) {
-		return nil
-	}
+// orphanLeftovers are the executor claims and sets whose owner pod is gone (by UID), not being
+// deleted.
+func (w *mworld) orphanLeftovers() []client.Object {
 	var live types.UID
 	if d := w.h.driver(); d != nil {
 		live = d.UID
 	}
 	var out []client.Object
-	for _, c := range w.claims() {
-		if ref := metav1.GetControllerOf(&c); c.DeletionTimestamp == nil && ref != nil && ref.UID != live {
-			out = append(out, &c)
+	for _, o := range w.leftovers() {
+		if ref := metav1.GetControllerOf(o); o.GetDeletionTimestamp() == nil && ref != nil && ref.UID != live {
+			out = append(out, o)
 		}
 	}
 	return out
 }
 
 // heldAtAdmission is the gate the incarnations webhook gives the next S-0: the stale-executor
-// gate while an earlier incarnation's executor claim exists (the pod being admitted has no UID).
+// gate while an earlier incarnation's executor claim or set exists (the pod being admitted has no
+// UID), by the rules it and the planner share.
 func (w *mworld) heldAtAdmission() []string {
-	if !w.cfg.has(kindClaims) {
+	if !w.cfg.modelsLeftovers() {
 		return nil
 	}
-	left, err := convert.ExecutorClaimsOfIncarnation(w.ctx, w.h.c, w.h.p.Namespace, w.h.names.DriverPodName(), "")
+	ns, pod := w.h.p.Namespace, w.h.names.DriverPodName()
+	claims, err := convert.ExecutorClaimsOfIncarnation(w.ctx, w.h.c, ns, pod, "")
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if len(left) == 0 {
+	sets, err := convert.ExecutorSetsOfIncarnation(w.ctx, w.h.c, ns, pod, "")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if len(claims)+len(sets) == 0 {
 		return nil
 	}
 	return []string{contract.GateStaleExecutors}
 }
 
 // metClaims is why incarnation i's driver, starting now, meets an earlier one's executor claim
-// ("" when it does not).
+// or set ("" when it does not).
 func (w *mworld) metClaims(i int) string {
-	if !w.cfg.has(kindClaims) {
-		return ""
-	}
 	var lost []string
-	for _, c := range w.claims() {
-		if ref := metav1.GetControllerOf(&c); ref != nil && ref.UID != w.m.Incs[i].UID {
-			lost = append(lost, c.Name)
+	for _, o := range w.leftovers() {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID != w.m.Incs[i].UID {
+			lost = append(lost, o.GetName())
 		}
 	}
 	if len(lost) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: driver #%d started while %s of an earlier incarnation existed (its allocator would reuse it)",
+	return fmt.Sprintf("%s: driver #%d started while %s of an earlier incarnation existed (its allocator would reuse or collide with it)",
 		promiseClaims, i+1, strings.Join(lost, ", "))
 }
 
-// snapshotClaims adds the namespace's claims to a snapshot, where claims are modelled.
+// snapshotClaims adds the namespace's executor claims and sets to a snapshot, where modelled (S
+// is in it already).
 func (w *mworld) snapshotClaims(objs []client.Object) []client.Object {
-	if !w.cfg.has(kindClaims) {
-		return objs
-	}
-	for _, c := range w.claims() {
-		objs = append(objs, c.DeepCopy())
-	}
-	return objs
+	return append(objs, w.leftovers()...)
 }

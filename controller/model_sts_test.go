@@ -205,9 +205,9 @@ func (w *mworld) clusterEvents() []mevent {
 			}})
 		}
 	}
-	if orphans := append(w.orphans(), w.orphanClaims()...); len(orphans) > 0 {
+	if orphans := append(w.orphans(), w.orphanLeftovers()...); len(orphans) > 0 {
 		out = append(out, mevent{name: "garbage collector deletes what lost its owner", kind: kindCluster, apply: func(w *mworld) {
-			for _, o := range append(w.orphans(), w.orphanClaims()...) {
+			for _, o := range append(w.orphans(), w.orphanLeftovers()...) {
 				if err := w.h.c.Delete(w.ctx, o); err != nil && !apierrors.IsNotFound(err) {
 					w.t.Fatal(err)
 				}

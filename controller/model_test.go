@@ -87,7 +87,7 @@ type modelConfig struct {
 }
 
 func (c modelConfig) has(kind string) bool {
-	if kind == kindClaims { // only where a scenario names it ("everything" explores without)
+	if kind == kindClaims || kind == kindSets { // only where a scenario names them ("everything" explores without)
 		return slices.Contains(c.kinds, kind)
 	}
 	return c.kinds == nil || slices.Contains(c.kinds, kind)
@@ -127,6 +127,8 @@ var modelConfigs = []modelConfig{
 	// only once the lost one's are gone.
 	{name: "executor claims of a shared app id", depth: 7,
 		kinds: append([]string{kindClaims, kindNode}, always...)},
+	{name: "executor StatefulSets of a shared app id", depth: 7,
+		kinds: append([]string{kindSets, kindNode}, always...)},
 	{name: "everything", depth: 3, shallower: 3},
 }
 

@@ -351,7 +351,7 @@ func (w *mworld) pass(stale []client.Object) {
 	c := w.readingFrom(stale)
 	now := func() time.Time { return w.m.now() }
 	var sets client.Reader // the executor-set cache, where claims are modelled
-	if w.cfg.has(kindClaims) {
+	if w.cfg.modelsLeftovers() {
 		sets = c
 	}
 	r := &Placeholder{
