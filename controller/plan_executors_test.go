@@ -50,26 +50,19 @@ func TestPlanStaleExecutors(t *testing.T) {
 		return s
 	}
 	on := func(n *corev1.Node) map[string]*corev1.Node { return map[string]*corev1.Node{"node-a": n} }
-	// Spark's executor StatefulSet of an earlier incarnation (ExecutorSetsOfIncarnation has kept
-	// only those), with or without pods: the garbage collector removes it after its driver pod.
-	withSets := func(s *Snapshot, names ...string) *Snapshot {
-		var sets []metav1.PartialObjectMetadata
+	// Objects the garbage collector removes after an earlier incarnation's driver pod, as their
+	// readers kept them: Spark's executor StatefulSets (ExecutorSetsOfIncarnation), with or
+	// without pods, and the executor claims its driver made (ExecutorClaimsOfIncarnation), once
+	// no pod mounts them.
+	metas := func(names ...string) Read[[]metav1.PartialObjectMetadata] {
+		var out []metav1.PartialObjectMetadata
 		for _, n := range names {
-			sets = append(sets, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "jobs"}})
+			out = append(out, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "jobs"}})
 		}
-		s.ExecutorSets = reading(sets, FromCache, t0)
-		return s
+		return reading(out, FromCache, t0)
 	}
-	// Executor claims an earlier incarnation's driver made (ExecutorClaimsOfIncarnation has kept
-	// only those): the garbage collector removes each after its driver pod, once no pod mounts it.
-	withClaims := func(s *Snapshot, names ...string) *Snapshot {
-		var claims []metav1.PartialObjectMetadata
-		for _, n := range names {
-			claims = append(claims, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "jobs"}})
-		}
-		s.ExecutorClaims = reading(claims, FromCache, t0)
-		return s
-	}
+	withSets := func(s *Snapshot, names ...string) *Snapshot { s.ExecutorSets = metas(names...); return s }
+	withClaims := func(s *Snapshot, names ...string) *Snapshot { s.ExecutorClaims = metas(names...); return s }
 
 	cases := []struct {
 		name  string

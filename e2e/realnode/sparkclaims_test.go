@@ -31,29 +31,9 @@ import (
 // executor of the next incarnation mounts claims labelled with its own id, the job finishes once,
 // and the lost incarnation's claims are deleted.
 func TestRealSparkExecutorClaimsThroughNodeLoss(t *testing.T) {
-	if os.Getenv(sparkAllocEnv) == "" {
-		t.Skipf("a make e2e-spark-alloc case (%s=1)", sparkAllocEnv)
-	}
-	d, err := spark.Find(bed.images.spark, "3.5.6")
-	if err != nil {
-		t.Skipf("Spark 3.5.6 is not among the images: %v", err)
-	}
-	ns := namespace(t, nil)
-	class := localVolumes(t, 6, corev1.ReadWriteOnce)
-	template := filepath.Join(t.TempDir(), "executor.yaml")
-	if err := os.WriteFile(template, []byte(executorAntiAffinity), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const claim = "spark.kubernetes.executor.volumes.persistentVolumeClaim.data."
-	pods := watchPods(t, ns)
-	claims := pollClaims(t, ns)
-	r := runSparkJob(t, d, sparkJob{resilient: true, namespace: ns, conf: map[string]string{
-		claim + "options.claimName":                 "OnDemand",
-		claim + "options.storageClass":              class,
-		claim + "options.sizeLimit":                 "1Gi",
-		claim + "mount.path":                        "/data",
-		"spark.kubernetes.executor.podTemplateFile": template,
-	}}, killDriverNodeMidJob)
+	c := newClaimsCase(t, "3.5.6", 6, corev1.ReadWriteOnce)
+	d, ns, pods, claims := c.d, c.ns, c.pods, c.claims
+	r := runSparkJob(t, d, sparkJob{resilient: true, namespace: ns, conf: c.conf}, killDriverNodeMidJob)
 	pods.stop()
 	claims.stop()
 	r.expectSucceeded(t)
@@ -91,6 +71,45 @@ func TestRealSparkExecutorClaimsThroughNodeLoss(t *testing.T) {
 			t.Errorf("claim %s of the lost incarnation was never deleted", c.name)
 		}
 	}
+}
+
+// claimsCase is an executor-claims case of make e2e-spark-alloc: Spark d, the app's namespace, the
+// settings that give each executor an OnDemand claim (at /data, of local volumes made for it) and
+// keep the executors off the drivers' nodes, and the pods' watch and the claims' poll, started.
+type claimsCase struct {
+	d      spark.Dist
+	ns     string
+	conf   map[string]string
+	pods   *podWatch
+	claims *claimPoll
+}
+
+// newClaimsCase prepares one on Spark version with n local volumes of access mode mode (skipped
+// outside make e2e-spark-alloc, or when the version is not among the images).
+func newClaimsCase(t *testing.T, version string, n int, mode corev1.PersistentVolumeAccessMode) claimsCase {
+	t.Helper()
+	if os.Getenv(sparkAllocEnv) == "" {
+		t.Skipf("a make e2e-spark-alloc case (%s=1)", sparkAllocEnv)
+	}
+	d, err := spark.Find(bed.images.spark, version)
+	if err != nil {
+		t.Skipf("Spark %s is not among the images: %v", version, err)
+	}
+	ns := namespace(t, nil)
+	class := localVolumes(t, n, mode)
+	template := filepath.Join(t.TempDir(), "executor.yaml")
+	if err := os.WriteFile(template, []byte(executorAntiAffinity), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const claim = "spark.kubernetes.executor.volumes.persistentVolumeClaim.data."
+	conf := map[string]string{
+		claim + "options.claimName":                 "OnDemand",
+		claim + "options.storageClass":              class,
+		claim + "options.sizeLimit":                 "1Gi",
+		claim + "mount.path":                        "/data",
+		"spark.kubernetes.executor.podTemplateFile": template,
+	}
+	return claimsCase{d: d, ns: ns, conf: conf, pods: watchPods(t, ns), claims: pollClaims(t, ns)}
 }
 
 func stamp(at time.Time) string {

@@ -5,8 +5,6 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +18,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/driverset/driverset/contract"
-	"github.com/driverset/driverset/e2e/spark"
 )
 
 // holdFinalizer keeps a lost incarnation's claims Terminating, as a slow garbage collector or an
@@ -48,33 +45,13 @@ const claimsHeldFor = 60 * time.Second
 // while the claims were Terminating, reused them, and its executors stayed Pending (the scheduler
 // refuses a claim being deleted). make e2e-spark-alloc only.
 func TestRealSparkKeptAppIDWaitsForTheLostExecutorClaims(t *testing.T) {
-	if os.Getenv(sparkAllocEnv) == "" {
-		t.Skipf("a make e2e-spark-alloc case (%s=1)", sparkAllocEnv)
-	}
-	d, err := spark.Find(bed.images.spark, "4.1.1")
-	if err != nil {
-		t.Skipf("Spark 4.1.1 is not among the images: %v", err)
-	}
-	ns := namespace(t, nil)
-	class := localVolumes(t, 8, corev1.ReadWriteOncePod)
-	template := filepath.Join(t.TempDir(), "executor.yaml")
-	if err := os.WriteFile(template, []byte(executorAntiAffinity), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const claim = "spark.kubernetes.executor.volumes.persistentVolumeClaim.data."
-	pods := watchPods(t, ns)
-	claims := pollClaims(t, ns)
+	c := newClaimsCase(t, "4.1.1", 8, corev1.ReadWriteOncePod)
+	d, ns, pods, claims := c.d, c.ns, c.pods, c.claims
+	c.conf["spark.kubernetes.allocation.executor.timeout"] = "10s"
 	const placeholder = "pi-driver" // runSparkJob's
 	names := contract.NamesFor(placeholder)
 	var hold *claimHold
-	r := runSparkJob(t, d, sparkJob{resilient: true, namespace: ns, keepAppID: true, conf: map[string]string{
-		claim + "options.claimName":                    "OnDemand",
-		claim + "options.storageClass":                 class,
-		claim + "options.sizeLimit":                    "1Gi",
-		claim + "mount.path":                           "/data",
-		"spark.kubernetes.executor.podTemplateFile":    template,
-		"spark.kubernetes.allocation.executor.timeout": "10s",
-	}}, func(t *testing.T, r *sparkRun) {
+	r := runSparkJob(t, d, sparkJob{resilient: true, namespace: ns, keepAppID: true, conf: c.conf}, func(t *testing.T, r *sparkRun) {
 		waitDriverLog(t, r, reRegistered, sparkExecutors)
 		waitDriverLog(t, r, reAttempt, 1)
 		hold = holdClaimsOf(t, ns, placeholder, pods)
