@@ -30,15 +30,8 @@ import (
 // slow garbage collector would, until released.
 func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, nil)
-	dumpOnFailure(t, ns)
-	a := app(ns, "sets")
-	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
-	r := startApp(t, a, 0)
-	appID := getPod(t, ns, r.sub.plan.DriverPodName).Labels[contract.LabelSparkAppSelector]
-	if appID == "" {
-		t.Fatal("the placeholder has no app id")
-	}
+	r, appID := startGatedApp(t, "sets")
+	ns := r.pod.Namespace
 
 	// Spark's set, as StatefulSetPodsAllocator makes it, scaled to 0: no label of its own, its
 	// controller the driver pod. And one named for another app's id, which a DStream app
@@ -91,12 +84,8 @@ func TestNewIncarnationWaitsForTheLostExecutorStatefulSet(t *testing.T) {
 // Terminating by a finalizer of the test's own, as an executor still mounting it would.
 func TestNewIncarnationWaitsForTheLostExecutorClaim(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, nil)
-	dumpOnFailure(t, ns)
-	a := app(ns, "claims")
-	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
-	r := startApp(t, a, 0)
-	appID := getPod(t, ns, r.sub.plan.DriverPodName).Labels[contract.LabelSparkAppSelector]
+	r, appID := startGatedApp(t, "claims")
+	ns := r.pod.Namespace
 
 	// The claim as Spark 4.1's ExecutorPodsAllocator makes it under driverset: OnDemand's name,
 	// the app id and driverset's label, its controller the driver pod.
@@ -117,6 +106,22 @@ func TestNewIncarnationWaitsForTheLostExecutorClaim(t *testing.T) {
 		_, _ = kube().CoreV1().PersistentVolumeClaims(ns).Patch(context.Background(), claim.Name, types.MergePatchType, drop, metav1.PatchOptions{})
 	}
 	nextIncarnationWaitsFor(t, r, "executor claim(s) of the previous driver", claim.Name, release)
+}
+
+// startGatedApp starts an app named name in a namespace of its own, one restart allowed, and
+// returns it with its app id: its next incarnation is what the gate tests hold.
+func startGatedApp(t *testing.T, name string) (runningApp, string) {
+	t.Helper()
+	ns := namespace(t, nil)
+	dumpOnFailure(t, ns)
+	a := app(ns, name)
+	a.DriverAnnotations = map[string]string{contract.AnnotationMaxRestarts: "1"}
+	r := startApp(t, a, 0)
+	appID := getPod(t, ns, r.sub.plan.DriverPodName).Labels[contract.LabelSparkAppSelector]
+	if appID == "" {
+		t.Fatal("the placeholder has no app id")
+	}
+	return r, appID
 }
 
 // nextIncarnationWaitsFor ends r's driver and checks that its next incarnation is held by the
