@@ -32,6 +32,10 @@ const (
 	// LabelDriver names the StatefulSet that runs a driver; it is on the StatefulSet, its pod and
 	// that pod's executors. The driver webhook never converts a pod that carries it.
 	LabelDriver = "driverset.dev/driver"
+	// SettingExecutorLabelDriver is the Spark setting with which S-0's driver labels its executors
+	// LabelDriver=<S> at birth (convert.DriverConf writes it into S-0's command; wrap reads it back
+	// there to label the executors' claims too).
+	SettingExecutorLabelDriver = "spark.kubernetes.executor.label." + LabelDriver
 	// AnnotationResources keeps, on the placeholder, the real resources of each container that the
 	// webhook shrank (JSON, see convert.ContainerResources); the StatefulSet's template restores them.
 	AnnotationResources = "driverset.dev/resources"

@@ -84,7 +84,7 @@ func executorSetTransform(obj any) (any, error) {
 // driver pod that controls it (placeholderOfDriverOwned): its deletion may be the last thing a
 // new incarnation's gate waits for.
 func (r *Placeholder) placeholderOfExecutorSet(ctx context.Context, o client.Object) []reconcile.Request {
-	if !strings.HasPrefix(o.GetName(), "spark-s-") {
+	if !convert.IsExecutorSetName(o.GetName()) {
 		return nil
 	}
 	return r.placeholderOfDriverOwned(ctx, o)
@@ -106,5 +106,5 @@ func (r *Placeholder) placeholderOfDriverOwned(ctx context.Context, o client.Obj
 
 // executorSetGone passes only deletions: a set's going is all the gate waits for.
 func executorSetGone(e event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool {
-	return strings.HasPrefix(e.Object.GetName(), "spark-s-")
+	return convert.IsExecutorSetName(e.Object.GetName())
 }

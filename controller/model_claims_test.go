@@ -14,6 +14,7 @@ import (
 
 	"github.com/driverset/driverset/contract"
 	"github.com/driverset/driverset/convert"
+	"github.com/driverset/driverset/webhook"
 )
 
 // Executor claims in the model (kindClaims; docs/design.md#executors-claims). A DStream app's
@@ -146,26 +147,29 @@ func (w *mworld) orphanLeftovers() []client.Object {
 	return out
 }
 
-// heldAtAdmission is the gate the incarnations webhook gives the next S-0: the stale-executor
-// gate while an earlier incarnation's executor claim or set exists (the pod being admitted has no
-// UID), by the rules it and the planner share.
+// heldAtAdmission is the gates the incarnations webhook gives the next S-0, which the StatefulSet
+// controller submits unbound: its own decision (webhook.HoldIncarnation) on the earlier
+// incarnations' executor claims and sets, read by the rules it and the planner share.
 func (w *mworld) heldAtAdmission() []string {
 	if !w.cfg.modelsLeftovers() {
 		return nil
 	}
 	ns, pod := w.h.p.Namespace, w.h.names.DriverPodName()
-	claims, err := convert.ExecutorClaimsOfIncarnation(w.ctx, w.h.c, ns, pod, "")
-	if err != nil {
+	var left webhook.Leftovers
+	var err error
+	if left.Claims, err = convert.ExecutorClaimsOfIncarnation(w.ctx, w.h.c, ns, pod, ""); err != nil {
 		w.t.Fatal(err)
 	}
-	sets, err := convert.ExecutorSetsOfIncarnation(w.ctx, w.h.c, ns, pod, "")
-	if err != nil {
+	if left.Sets, err = convert.ExecutorSetsOfIncarnation(w.ctx, w.h.c, ns, pod, ""); err != nil {
 		w.t.Fatal(err)
 	}
-	if len(claims)+len(sets) == 0 {
-		return nil
+	next := &corev1.Pod{}
+	webhook.HoldIncarnation(next, left)
+	var gates []string
+	for _, g := range next.Spec.SchedulingGates {
+		gates = append(gates, g.Name)
 	}
-	return []string{contract.GateStaleExecutors}
+	return gates
 }
 
 // metClaims is why incarnation i's driver, starting now, meets an earlier one's executor claim

@@ -61,8 +61,7 @@ func ExecutorOfApp(e *corev1.Pod, driverPod string, placeholder types.UID, appID
 // app's restored id, so its sets are named for an id not its own, and controlled by its own S-0.
 func ExecutorSetOfApp(set metav1.Object, driverPod string) bool {
 	ref := metav1.GetControllerOfNoCopy(set)
-	_, spark := executorSetAppID(set.GetName())
-	return spark && ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driverPod
+	return IsExecutorSetName(set.GetName()) && ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == driverPod
 }
 
 // namedForApp reports whether name is that of one of Spark's executor StatefulSets for one of the
@@ -80,6 +79,14 @@ func ExecutorSet(e *corev1.Pod) string {
 		return ""
 	}
 	return ref.Name
+}
+
+// IsExecutorSetName reports whether name is one Spark's StatefulSet allocator gives its executor
+// StatefulSets (spark-s-<app id>-<resource profile id>): the one test of it, for the rule
+// (ExecutorSetOfApp) and for the controller's watch of their deletions.
+func IsExecutorSetName(name string) bool {
+	_, ok := executorSetAppID(name)
+	return ok
 }
 
 // executorSetAppID is the app id in the name of one of Spark's executor StatefulSets,

@@ -283,7 +283,7 @@ func DriverConf(n contract.Names, ns, appID string) []string {
 	conf := []string{
 		"--conf", fmt.Sprintf("spark.kubernetes.driver.pod.name=$(%s)", contract.EnvPodName),
 		"--conf", "spark.driver.host=" + n.DriverHost(ns),
-		"--conf", "spark.kubernetes.executor.label." + contract.LabelDriver + "=" + n.StatefulSet,
+		"--conf", contract.SettingExecutorLabelDriver + "=" + n.StatefulSet,
 		"--conf", "spark.kubernetes.executor.useDriverPodIP=false",
 	}
 	if appID != "" {

@@ -18,9 +18,6 @@ import (
 // the executor made with one would stay Pending.
 const (
 	executorClaimVolumes = "spark.kubernetes.executor.volumes.persistentVolumeClaim."
-	// executorLabelSetting is the setting S-0's command labels its executors with
-	// (convert.DriverConf): its value names the StatefulSet, the claims' label takes it.
-	executorLabelSetting = "spark.kubernetes.executor.label." + contract.LabelDriver
 	claimLabelKey        = ".label." + contract.LabelDriver
 )
 
@@ -33,7 +30,9 @@ const (
 // given); a claim that already exists is not changed. None when command is not S-0's (no executor
 // label of driverset's).
 func claimLabelsOf(command []string, read ReadFile) []string {
-	s := sparkSetting(command, executorLabelSetting, read)
+	// The setting S-0's command labels its executors with (convert.DriverConf): its value names
+	// the StatefulSet, and the claims' label takes it.
+	s := sparkSetting(command, contract.SettingExecutorLabelDriver, read)
 	if s == "" {
 		return nil
 	}
