@@ -52,10 +52,10 @@ func (r *Placeholder) observeExecutors(ctx context.Context, s *Snapshot, mine fu
 	return nil
 }
 
-// observeExecutorSets reads, from the executor-set cache, Spark's executor StatefulSets of the
+// observeExecutorLeftovers reads, from the executor-set cache, Spark's executor StatefulSets of the
 // incarnations of S-0 before this one (ExecutorSetsOfIncarnation), and the executor claims their
 // drivers made (ExecutorClaimsOfIncarnation).
-func (r *Placeholder) observeExecutorSets(ctx context.Context, s *Snapshot) error {
+func (r *Placeholder) observeExecutorLeftovers(ctx context.Context, s *Snapshot) error {
 	driver := s.Driver.Value
 	at := r.now()
 	sets, err := convert.ExecutorSetsOfIncarnation(ctx, r.ExecutorSets, driver.Namespace, driver.Name, driver.UID)

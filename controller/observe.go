@@ -143,7 +143,7 @@ func (r *Placeholder) observeNeeds(ctx context.Context, s *Snapshot, fenceAfter 
 			p, driver := s.Placeholder.Value, s.Driver.Value
 			err = r.observeExecutors(ctx, s, func(e *corev1.Pod) bool { return stale(e, p, driver) })
 			if err == nil {
-				err = r.observeExecutorSets(ctx, s)
+				err = r.observeExecutorLeftovers(ctx, s)
 			}
 		case NeedExecutorNodesLive:
 			err = r.observeExecutorNodesLive(ctx, s)
