@@ -40,6 +40,13 @@ func stopSharedDriverset(t *testing.T) (restart func()) {
 // webhook configuration names. The shared one is back, and leading, when the test ends.
 func replaceSharedDriverset(t *testing.T, dir string, args ...string) *harness.Driverset {
 	t.Helper()
+	return replaceSharedDriversetOn(t, dir, bed.cluster.KubeconfigPath, args...)
+}
+
+// replaceSharedDriversetOn is replaceSharedDriverset with the replica reaching the apiserver
+// through kubeconfig (its server and credentials) rather than the bed's admin kubeconfig.
+func replaceSharedDriversetOn(t *testing.T, dir, kubeconfig string, args ...string) *harness.Driverset {
+	t.Helper()
 	port, ca := bed.driverset.Port, bed.driverset.CA
 	if err := bed.driverset.Stop(); err != nil {
 		t.Fatal(err)
@@ -59,8 +66,8 @@ func replaceSharedDriverset(t *testing.T, dir string, args ...string) *harness.D
 	}
 	var err error
 	replica, err = harness.Start(context.Background(), harness.Options{
-		Binary: bed.binary, Kubeconfig: bed.cluster.KubeconfigPath, Dir: dir, Port: port, CA: ca,
-		ServiceAccount: "driverset-system/driverset", Alive: bed.cluster.CheckAlive,
+		Binary: bed.binary, Kubeconfig: kubeconfig, Dir: dir, Port: port, CA: ca,
+		ServiceAccount: "driverset-system/driverset", Alive: bed.cluster.CheckAlive, Metrics: true,
 		Args: append(slices.Clone(driversetArgs), args...),
 	})
 	if err != nil {
