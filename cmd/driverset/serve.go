@@ -194,6 +194,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	ctrl.Log.Info(webhookCallersNote(f))
 	// Placeholders have their own cache (controller.CacheOptions says why); the manager's client and
 	// the webhooks read pods from both.
 	// In a namespaced install both watch the watched namespaces only.
@@ -380,6 +381,20 @@ func ownNamespace(f serveFlags) string {
 		return v
 	}
 	return f.leaderElectionNS
+}
+
+// webhookCallersNote says at start who may call the admission handlers: an admin who left it open
+// reads so in the log, with where to close it.
+func webhookCallersNote(f serveFlags) string {
+	switch {
+	case f.clientCA == "":
+		return "webhook callers: anyone who reaches the webhook port is answered (no --webhook-client-ca); " +
+			"to serve the kube-apiserver alone see docs/install.md#only-the-apiserver-calls-the-webhook"
+	case f.clientNames == "":
+		return "webhook callers: only client certificates signed by the CA in " + f.clientCA
+	default:
+		return "webhook callers: only client certificates signed by the CA in " + f.clientCA + " named " + f.clientNames
+	}
 }
 
 // webhookCallers is who may call the admission handlers: anyone, or with --webhook-client-ca

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,4 +181,28 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The start-up line tells an admin whether anyone on the pod network is answered, and where that
+// is closed.
+func TestWebhookCallersNote(t *testing.T) {
+	for _, tc := range []struct {
+		ca, names string
+		want      []string
+		not       string
+	}{
+		{want: []string{"anyone", "--webhook-client-ca", "#only-the-apiserver-calls-the-webhook"}, not: "only client"},
+		{ca: "/etc/ca.crt", want: []string{"only client certificates", "/etc/ca.crt"}, not: "anyone"},
+		{ca: "/etc/ca.crt", names: "kube-apiserver", want: []string{"/etc/ca.crt", "named kube-apiserver"}, not: "anyone"},
+	} {
+		got := webhookCallersNote(serveFlags{clientCA: tc.ca, clientNames: tc.names})
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("ca %q names %q: %q lacks %q", tc.ca, tc.names, got, w)
+			}
+		}
+		if strings.Contains(got, tc.not) {
+			t.Errorf("ca %q names %q: %q says %q", tc.ca, tc.names, got, tc.not)
+		}
+	}
 }

@@ -11,7 +11,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -19,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/driverset/driverset/certs"
 	"github.com/driverset/driverset/e2e/harness"
 )
 
@@ -193,6 +196,31 @@ func TestChartValues(t *testing.T) {
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				if args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); !containsString(args, "--authorize-extended-resources") {
 					t.Errorf("serve is not given --authorize-extended-resources: %v", args)
+				}
+			},
+		},
+		{
+			name: "only the apiserver calls the webhook: its client CA mounted where serve reads it",
+			values: map[string]any{"webhook": map[string]any{"clientCA": testClientCA(t), "clientNames": []any{"kube-apiserver", "other"}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				deploy := find(t, objs, "Deployment", "driverset")
+				pod := podSpec(t, deploy)
+				args := containerArgs(t, pod)
+				const file = "/etc/driverset/webhook-client-ca/ca.crt"
+				for _, want := range []string{"--webhook-client-ca=" + file, "--webhook-client-names=kube-apiserver,other"} {
+					if !containsString(args, want) {
+						t.Errorf("serve is not given %s: %v", want, args)
+					}
+				}
+				cm := find(t, objs, "ConfigMap", "driverset-webhook-client-ca")
+				if got, _, _ := unstructured.NestedString(cm.Object, "data", "ca.crt"); strings.TrimSpace(got) != strings.TrimSpace(testClientCA(t)) {
+					t.Errorf("the ConfigMap holds %q, not the CA given", got)
+				}
+				if at := mountedFrom(t, pod, "driverset", file); at != "ConfigMap driverset-webhook-client-ca key ca.crt" {
+					t.Errorf("%s is %s, want the ConfigMap's ca.crt", file, at)
+				}
+				if sum, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "metadata", "annotations", "checksum/webhook-client-ca"); sum == "" {
+					t.Error("the pod template carries no checksum of the CA: a new CA would not roll the pods, which read it once")
 				}
 			},
 		},
@@ -633,6 +661,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"the metrics on the webhook's port", map[string]any{"webhook": map[string]any{"port": 10260}, "metrics": map[string]any{"port": 10260}}},
 		{"the probes on the metrics port", map[string]any{"metrics": map[string]any{"port": 10261}, "probes": map[string]any{"port": 10261}}},
 		{"hostNetwork not a boolean", map[string]any{"hostNetwork": "yes"}},
+		{"a webhook client CA that is no PEM certificate", map[string]any{"webhook": map[string]any{"clientCA": "/etc/kubernetes/pki/ca.crt"}}},
+		{"webhook client names without their CA", map[string]any{"webhook": map[string]any{"clientNames": []any{"kube-apiserver"}}}},
+		{"a webhook client name with a comma", map[string]any{"webhook": map[string]any{"clientCA": "-----BEGIN CERTIFICATE-----", "clientNames": []any{"a,b"}}}},
 		{"a common label that would replace the chart's own", map[string]any{"commonLabels": map[string]any{"app.kubernetes.io/name": "other"}}},
 		{"a common label that is not a string", map[string]any{"commonLabels": map[string]any{"tier": 1}}},
 		{"a ServiceMonitor authorization without the Secret's key", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "t"}}}}}},
@@ -870,4 +901,59 @@ func expect(t *testing.T, obj map[string]any, want any, path ...string) {
 	if err != nil || !found || string(g) != string(w) {
 		t.Errorf("%s = %s (found %v, %v), want %s", strings.Join(path, "."), g, found, err, w)
 	}
+}
+
+// testClientCA is a CA certificate's PEM, as an admin would give webhook.clientCA.
+func testClientCA(t *testing.T) string {
+	t.Helper()
+	clientCAOnce.Do(func() {
+		ca, err := certs.NewAuthority("apiserver-webhook-client-ca", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientCAPEM = string(ca.CertPEM)
+	})
+	return clientCAPEM
+}
+
+var (
+	clientCAOnce sync.Once //nolint:gochecknoglobals // one CA for the whole test binary
+	clientCAPEM  string    //nolint:gochecknoglobals
+)
+
+// mountedFrom says what the file at path of container comes from: "ConfigMap <name> key <key>",
+// or "" when no volume of pod mounts it.
+func mountedFrom(t *testing.T, pod map[string]any, container, path string) string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(pod, "containers")
+	volumes, _, _ := unstructured.NestedSlice(pod, "volumes")
+	for _, c := range containers {
+		if c.(map[string]any)["name"] != container {
+			continue
+		}
+		mounts, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+		for _, m := range mounts {
+			m := m.(map[string]any)
+			dir := strings.TrimSuffix(m["mountPath"].(string), "/") + "/"
+			rest, ok := strings.CutPrefix(path, dir)
+			if !ok {
+				continue
+			}
+			for _, v := range volumes {
+				v := v.(map[string]any)
+				if v["name"] != m["name"] {
+					continue
+				}
+				cm, _, _ := unstructured.NestedMap(v, "configMap")
+				items, _, _ := unstructured.NestedSlice(v, "configMap", "items")
+				for _, it := range items {
+					if it.(map[string]any)["path"] == rest {
+						return fmt.Sprintf("ConfigMap %s key %s", cm["name"], it.(map[string]any)["key"])
+					}
+				}
+				return fmt.Sprintf("volume %s without %s", m["name"], rest)
+			}
+		}
+	}
+	return ""
 }

@@ -4,11 +4,16 @@ package realrelease
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +33,7 @@ import (
 	"github.com/driverset/driverset/e2e/harness"
 	"github.com/driverset/driverset/e2e/images"
 	"github.com/driverset/driverset/e2e/testbed"
+	"github.com/driverset/driverset/webhook"
 )
 
 // leftAfterUninstall is what driverset makes at run time in its namespace and `helm uninstall`
@@ -69,10 +75,33 @@ func TestHelmUninstallLetsGoAStrandedDriver(t *testing.T) {
 
 	const ns = "driverset-system"
 	repo, tag, _ := strings.Cut(images.DriversetName, ":")
+	// With the chart's webhook.clientCA: the bed's apiserver presents a client certificate of its
+	// own CA to webhooks, so driverset serves it alone.
 	run(helm, "install", "driverset", filepath.Join(root, "charts", "driverset"), "-n", ns, "--create-namespace",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--wait", "--timeout", "3m")
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
+		"--set-file", "webhook.clientCA="+cluster.WebhookClientCAFile(), "--set", "webhook.clientNames={"+testbed.WebhookClientName+"}",
+		"--wait", "--timeout", "3m")
 	if err := testbed.WaitConverts(ctx, c, images.PauseName, 2*time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	// The apiserver's calls are answered (WaitConverts); anyone else's, before its body is read, not.
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=driverset"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("driverset's pods: %v %v", pods, err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" {
+			t.Fatalf("%s has no IP after helm install --wait", p.Name)
+		}
+		code, err := callWithoutCertificate(ctx, p.Status.PodIP, 9443)
+		if err != nil {
+			t.Fatalf("calling %s's webhook at %s without a client certificate: %v", p.Name, p.Status.PodIP, err)
+		}
+		if code != http.StatusForbidden {
+			t.Errorf("%s answered a caller without the apiserver's certificate %d, want 403", p.Name, code)
+		} else {
+			t.Logf("%s (%s) answered a caller without the apiserver's certificate 403", p.Name, p.Status.PodIP)
+		}
 	}
 
 	// A driver: the opt-in label, Spark's driver args, a container that runs until it is stopped
@@ -345,4 +374,28 @@ func poll(ctx context.Context, t *testing.T, timeout time.Duration, what string,
 		}
 		t.Fatalf("%s: %v%s", what, err, msg)
 	}
+}
+
+// callWithoutCertificate posts an AdmissionReview to the webhook server at ip:port as any pod could:
+// TLS, no client certificate; it returns the HTTP status.
+func callWithoutCertificate(ctx context.Context, ip string, port int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"version":"v1","kind":"Pod"},` +
+		`"resource":{"version":"v1","resource":"pods"},"namespace":"default","operation":"CREATE","userInfo":{"username":"someone"},"object":{}}}`
+	url := "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + webhook.DriverPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(review))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// The serving certificate is not what is checked here: the caller's is.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }
