@@ -32,7 +32,7 @@ func TestLaggingAPIServerDelaysWatchesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	cfg, err := clientcmd.LoadFromFile(p.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -200,7 +200,7 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
-			name: "only the apiserver calls the webhook: its client CA mounted where serve reads it",
+			name:   "only the apiserver calls the webhook: its client CA mounted where serve reads it",
 			values: map[string]any{"webhook": map[string]any{"clientCA": testClientCA(t), "clientNames": []any{"kube-apiserver", "other"}}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				deploy := find(t, objs, "Deployment", "driverset")
