@@ -84,12 +84,40 @@ func TestANamespacedReplicaAnswersOnlyForItsNamespaces(t *testing.T) {
 		bodyHas         []string
 	}{
 		{webhook.DriverPath, ns, []string{`"allowed":true`, "converted to a driverset placeholder"}},
-		{webhook.DriverPath, "kube-system", []string{`"allowed":false`, "driverset serves only namespaces " + ns + ` (--watch-namespaces), not \"kube-system\"`}},
+		{webhook.DriverPath, "default", []string{`"allowed":false`, "driverset serves only namespaces " + ns + ` (--watch-namespaces), not \"default\"`}},
 		// The executors entry fails open: it lets the review through unchanged, still reading nothing.
-		{webhook.ExecutorPath, "kube-system", []string{`"allowed":true`, `not \"kube-system\": left as it is`}},
+		{webhook.ExecutorPath, "default", []string{`"allowed":true`, `not \"default\": left as it is`}},
 	} {
 		t.Run(tc.path+" "+tc.namespace, func(t *testing.T) {
 			status, body := callWebhook(t, replica.Port, tc.path, nil, nil, driverReview(t, tc.namespace, "crafted"))
+			for _, want := range tc.bodyHas {
+				if status != http.StatusOK || !strings.Contains(body, want) {
+					t.Fatalf("answered %d %q, want 200 with %q", status, body, want)
+				}
+			}
+		})
+	}
+}
+
+// Issue 35: a cluster-wide install (the shared replica: every namespace watched) does not answer
+// reviews about the namespaces its webhooks skip either, kube-system and its own: the apiserver
+// never sends one, so one is a caller's own, refused before anything is read for it. Before, the
+// shared replica converted and sealed a crafted kube-system driver pod.
+func TestAClusterWideReplicaAnswersNothingAboutTheNamespacesItSkips(t *testing.T) {
+	ns := namespace(t, nil)
+	for _, tc := range []struct {
+		path, namespace string
+		bodyHas         []string
+	}{
+		{webhook.DriverPath, ns, []string{`"allowed":true`, "converted to a driverset placeholder"}},
+		{webhook.DriverPath, "kube-system", []string{`"allowed":false`, `driverset does not serve namespace \"kube-system\"`, webhook.ReasonNotServed}},
+		{webhook.DriverPath, "driverset-system", []string{`"allowed":false`, `driverset does not serve namespace \"driverset-system\"`}},
+		{webhook.IncarnationPath, "kube-system", []string{`"allowed":false`, `driverset does not serve namespace \"kube-system\"`}},
+		// The executors entry fails open: it lets the review through unchanged, still reading nothing.
+		{webhook.ExecutorPath, "kube-system", []string{`"allowed":true`, `driverset does not serve namespace \"kube-system\"`, "left as it is"}},
+	} {
+		t.Run(tc.path+" "+tc.namespace, func(t *testing.T) {
+			status, body := callWebhook(t, bed.driverset.Port, tc.path, nil, nil, driverReview(t, tc.namespace, "crafted"))
 			for _, want := range tc.bodyHas {
 				if status != http.StatusOK || !strings.Contains(body, want) {
 					t.Fatalf("answered %d %q, want 200 with %q", status, body, want)

@@ -26,21 +26,30 @@ func TestServed(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		namespaces []string
+		excluded   []string
 		namespace  string
 		pass       bool
 		reached    bool
+		message    string
 	}{
-		{"every namespace served: any review reaches the entry", nil, "anywhere", false, true},
-		{"a watched namespace", []string{"spark-a", "spark-b"}, "spark-b", false, true},
-		{"a namespace not watched", []string{"spark-a", "spark-b"}, "kube-system", false, false},
-		{"no namespace at all", []string{"spark-a"}, "", false, false},
-		{"a namespace not watched, on an entry that passes it", []string{"spark-a"}, "kube-system", true, false},
-		{"a watched namespace, on an entry that passes others", []string{"spark-a"}, "spark-a", true, true},
+		{"every namespace served: any review reaches the entry", nil, nil, "anywhere", false, true, ""},
+		{"a watched namespace", []string{"spark-a", "spark-b"}, nil, "spark-b", false, true, ""},
+		{"a namespace not watched", []string{"spark-a", "spark-b"}, nil, "kube-system", false, false, "serves only namespaces spark-a"},
+		{"no namespace at all", []string{"spark-a"}, nil, "", false, false, "without a namespace"},
+		{"a namespace not watched, on an entry that passes it", []string{"spark-a"}, nil, "kube-system", true, false, ""},
+		{"a watched namespace, on an entry that passes others", []string{"spark-a"}, nil, "spark-a", true, true, ""},
+		// A cluster-wide install does not serve the namespaces its webhooks skip either.
+		{"an excluded namespace, every other served", nil, []string{"driverset-system", "kube-system"}, "kube-system", false, false, "does not serve namespace \"kube-system\""},
+		{"driverset's own namespace", nil, []string{"driverset-system", "kube-system"}, "driverset-system", false, false, "does not serve namespace \"driverset-system\""},
+		{"an excluded namespace, on an entry that passes it", nil, []string{"kube-system"}, "kube-system", true, false, ""},
+		{"a namespace not excluded", nil, []string{"kube-system"}, "spark-a", false, true, ""},
+		{"excluded though watched", []string{"spark-a"}, []string{"spark-a"}, "spark-a", false, false, "does not serve namespace \"spark-a\""},
+		{"no namespace at all, every namespace served", nil, nil, "", false, false, "without a namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := &asked{}
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: tc.namespace, Operation: admissionv1.Create}}
-			resp := Served{Namespaces: tc.namespaces, Handler: inner, Pass: tc.pass}.Handle(context.Background(), req)
+			resp := Served{Namespaces: tc.namespaces, Excluded: tc.excluded, Handler: inner, Pass: tc.pass}.Handle(context.Background(), req)
 			if inner.called != tc.reached {
 				t.Fatalf("the entry reached: %v, want %v", inner.called, tc.reached)
 			}
@@ -54,7 +63,7 @@ func TestServed(t *testing.T) {
 				return
 			}
 			if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusForbidden ||
-				!strings.Contains(resp.Result.Message, "serves only namespaces spark-a") ||
+				!strings.Contains(resp.Result.Message, tc.message) ||
 				decisionOf(resp) != (Decision{Outcome: OutcomeDenied, Reason: ReasonNotServed}) {
 				t.Errorf("got allowed=%v result=%+v decision %+v, want denied %q", resp.Allowed, resp.Result, decisionOf(resp), ReasonNotServed)
 			}

@@ -13,6 +13,12 @@ import (
 // without repeats; nil (the flag empty) is the cluster-wide install. A malformed name is an error
 // rather than a namespace that silently never matches.
 func watchNamespaces(flag string) ([]string, error) {
+	return namespaceList("--watch-namespaces", flag)
+}
+
+// namespaceList reads a comma-separated list of namespace names given to the flag name, sorted
+// and without repeats; "" is none.
+func namespaceList(name, flag string) ([]string, error) {
 	if strings.TrimSpace(flag) == "" {
 		return nil, nil
 	}
@@ -21,10 +27,10 @@ func watchNamespaces(flag string) ([]string, error) {
 	for _, n := range strings.Split(flag, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
-			return nil, fmt.Errorf("--watch-namespaces %q: empty namespace", flag)
+			return nil, fmt.Errorf("%s %q: empty namespace", name, flag)
 		}
 		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-			return nil, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", n, strings.Join(errs, "; "))
+			return nil, fmt.Errorf("%s: %q is not a namespace name: %s", name, n, strings.Join(errs, "; "))
 		}
 		if !seen[n] {
 			seen[n] = true

@@ -57,6 +57,31 @@ func TestServeFlagsWatchNamespaces(t *testing.T) {
 	}
 }
 
+// What the webhooks serve: never the namespaces their selector skips (kube-system by default,
+// --excluded-namespaces otherwise) nor driverset's own, whatever else is watched.
+func TestServedNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{args: nil, want: []string{"kube-system", "driverset-system"}},
+		{args: []string{"--excluded-namespaces=kube-system,ops"}, want: []string{"kube-system", "ops", "driverset-system"}},
+		{args: []string{"--excluded-namespaces="}, want: []string{"driverset-system"}},
+	} {
+		f, err := parseServeFlags(append([]string{"--image=x", "--leader-election-namespace=driverset-system"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("POD_NAMESPACE", "")
+		if got := servedBy(f, nil, false).Excluded; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v: excluded %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	if _, err := parseServeFlags([]string{"--image=x", "--excluded-namespaces=Kube_System"}); err == nil {
+		t.Error("a malformed --excluded-namespaces was accepted")
+	}
+}
+
 // Both caches, the manager's and the placeholders', watch only the watched namespaces, and keep
 // what they select within them: a namespaced install never lists a pod elsewhere.
 func TestWatchedCaches(t *testing.T) {

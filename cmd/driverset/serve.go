@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,9 @@ type serveFlags struct {
 	clientNames       string
 	pprofAddr         string
 	watchNamespaces   []string
-	zap               zap.Options
+	// excludedNamespaces are skipped by the webhooks (with driverset's own: servedBy).
+	excludedNamespaces []string
+	zap                zap.Options
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -115,12 +118,16 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles, e.g. 127.0.0.1:6060 (reached with kubectl port-forward); unauthenticated, so keep it on localhost; 0 turns it off")
 	watch := fs.String("watch-namespaces", "", "comma-separated namespaces: the only ones driverset caches and acts in (the namespaced install: its RBAC binds it there only); empty: every namespace")
+	excluded := fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces its webhooks' namespaceSelector skips (the chart's webhook.excludedNamespaces), besides driverset's own: a review about one is refused (or, for executors, left alone) before anything is read for it; empty: only driverset's own")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	var err error
 	if f.watchNamespaces, err = watchNamespaces(*watch); err != nil {
+		return f, err
+	}
+	if f.excludedNamespaces, err = namespaceList("--excluded-namespaces", *excluded); err != nil {
 		return f, err
 	}
 	if err := f.applyLogLevel(fs); err != nil {
@@ -260,7 +267,7 @@ func serve(ctx context.Context, args []string) error {
 		return admissionEntry(callers, limit, &admission.Webhook{Handler: webhook.Observed{Webhook: name, Handler: served, Decisions: metrics.admissions}})
 	}
 	observed := func(name string, h admission.Handler) http.Handler {
-		return entry(name, webhook.Served{Namespaces: f.watchNamespaces, Handler: h})
+		return entry(name, servedBy(f, h, false))
 	}
 	authorize, err := extendedResourceAuthorizer(cfg, f)
 	if err != nil {
@@ -270,7 +277,7 @@ func serve(ctx context.Context, args []string) error {
 	hooks.Register(webhook.DriverEnforcedPath, observed("driver-enforced", &webhook.Driver{Enforced: true, LimitRanges: mgr.GetCache(), Seal: sealer, Authorize: authorize}))
 	// Executors and new incarnations are looked up in the informer caches, never with a live call.
 	// The executors entry fails open, so it passes a review about a namespace it does not serve.
-	hooks.Register(webhook.ExecutorPath, entry("executor", webhook.Served{Namespaces: f.watchNamespaces, Handler: &webhook.Executor{Reader: pods}, Pass: true}))
+	hooks.Register(webhook.ExecutorPath, entry("executor", servedBy(f, &webhook.Executor{Reader: pods}, true)))
 	hooks.Register(webhook.IncarnationPath, observed("incarnation", &webhook.Incarnation{Reader: pods, Sets: executorSets}))
 	r := &controller.Placeholder{
 		Client:       mgr.GetClient(),
@@ -373,6 +380,12 @@ func webhookAddr(f serveFlags) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, strconv.Itoa(f.webhookPort))
+}
+
+// servedBy answers with h the reviews about the namespaces driverset serves: the watched ones (none:
+// all), never the excluded ones nor its own (webhook.Served); pass leaves the others alone.
+func servedBy(f serveFlags, h admission.Handler, pass bool) webhook.Served {
+	return webhook.Served{Namespaces: f.watchNamespaces, Excluded: append(slices.Clone(f.excludedNamespaces), ownNamespace(f)), Handler: h, Pass: pass}
 }
 
 // ownNamespace is driverset's own namespace: the pod's, or the leader election's outside a pod.

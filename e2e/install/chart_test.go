@@ -225,6 +225,24 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "the namespaces the webhooks skip are those serve refuses reviews about",
+			values: map[string]any{"webhook": map[string]any{"excludedNamespaces": []any{"kube-system", "ops"}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); !containsString(args, "--excluded-namespaces=kube-system,ops") {
+					t.Errorf("serve is not given --excluded-namespaces=kube-system,ops: %v", args)
+				}
+			},
+		},
+		{
+			name:   "no namespace skipped but driverset's own: serve told so",
+			values: map[string]any{"webhook": map[string]any{"excludedNamespaces": []any{}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); !containsString(args, "--excluded-namespaces=") {
+					t.Errorf("serve is not given an empty --excluded-namespaces (its default is kube-system): %v", args)
+				}
+			},
+		},
+		{
 			name:   "a cluster-wide fence-after",
 			values: map[string]any{"fencing": map[string]any{"fenceAfter": "5m"}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
