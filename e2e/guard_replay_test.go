@@ -78,8 +78,8 @@ func TestTenantCannotReplayASealFromAnotherCreate(t *testing.T) {
 	}
 }
 
-// gpuDriver is the driver pod spark-submit would post in ns as name, asking for 8 GPUs itself.
-func gpuDriver(t *testing.T, ns, name string) *corev1.Pod {
+// driverPodNamed is the driver pod spark-submit would post in ns, named name.
+func driverPodNamed(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	plan, err := app(ns, name+"x").Plan()
 	if err != nil {
@@ -87,6 +87,13 @@ func gpuDriver(t *testing.T, ns, name string) *corev1.Pod {
 	}
 	pod := plan.DriverPod.DeepCopy()
 	pod.Name = name
+	return pod
+}
+
+// gpuDriver is the driver pod spark-submit would post in ns as name, asking for 8 GPUs itself.
+func gpuDriver(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	pod := driverPodNamed(t, ns, name)
 	eight := resource.MustParse("8")
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name != contract.DriverContainerName {

@@ -38,13 +38,7 @@ func TestTenantEditRacingTheSealCheckBuildsNothing(t *testing.T) {
 	c := tenant(t, ns)
 	create := func(name string) time.Time {
 		t.Helper()
-		plan, err := app(ns, name+"x").Plan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pod := plan.DriverPod.DeepCopy()
-		pod.Name = name
-		if _, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().Pods(ns).Create(context.Background(), driverPodNamed(t, ns, name), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("the tenant's driver %s was refused: %v", name, err)
 		}
 		return time.Now()
