@@ -679,6 +679,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"the metrics on the webhook's port", map[string]any{"webhook": map[string]any{"port": 10260}, "metrics": map[string]any{"port": 10260}}},
 		{"the probes on the metrics port", map[string]any{"metrics": map[string]any{"port": 10261}, "probes": map[string]any{"port": 10261}}},
 		{"hostNetwork not a boolean", map[string]any{"hostNetwork": "yes"}},
+		{"an excluded namespace that is not a name (serve would refuse to start)", map[string]any{"webhook": map[string]any{"excludedNamespaces": []any{"Kube_System"}}}},
 		{"a webhook client CA that is no PEM certificate", map[string]any{"webhook": map[string]any{"clientCA": "/etc/kubernetes/pki/ca.crt"}}},
 		{"webhook client names without their CA", map[string]any{"webhook": map[string]any{"clientNames": []any{"kube-apiserver"}}}},
 		{"a webhook client name with a comma", map[string]any{"webhook": map[string]any{"clientCA": "-----BEGIN CERTIFICATE-----", "clientNames": []any{"a,b"}}}},
