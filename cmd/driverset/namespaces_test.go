@@ -60,6 +60,7 @@ func TestServeFlagsWatchNamespaces(t *testing.T) {
 // What the webhooks serve: never the namespaces their selector skips (kube-system by default,
 // --excluded-namespaces otherwise) nor driverset's own, whatever else is watched.
 func TestServedNamespaces(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "") // outside a pod: the leader election's namespace is its own
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -72,7 +73,6 @@ func TestServedNamespaces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv("POD_NAMESPACE", "")
 		if got := servedBy(f, nil, false).Excluded; !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%v: excluded %q, want %q", tc.args, got, tc.want)
 		}

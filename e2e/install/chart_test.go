@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -168,6 +167,10 @@ func sortedKeys(m map[string]*unstructured.Unstructured) []string {
 
 // Each knob of values.yaml reaches the objects it is meant for.
 func TestChartValues(t *testing.T) {
+	clientCA, err := certs.NewAuthority("apiserver-webhook-client-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		namespace string
@@ -201,7 +204,7 @@ func TestChartValues(t *testing.T) {
 		},
 		{
 			name:   "only the apiserver calls the webhook: its client CA mounted where serve reads it",
-			values: map[string]any{"webhook": map[string]any{"clientCA": testClientCA(t), "clientNames": []any{"kube-apiserver", "other"}}},
+			values: map[string]any{"webhook": map[string]any{"clientCA": string(clientCA.CertPEM), "clientNames": []any{"kube-apiserver", "other"}}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				deploy := find(t, objs, "Deployment", "driverset")
 				pod := podSpec(t, deploy)
@@ -213,7 +216,7 @@ func TestChartValues(t *testing.T) {
 					}
 				}
 				cm := find(t, objs, "ConfigMap", "driverset-webhook-client-ca")
-				if got, _, _ := unstructured.NestedString(cm.Object, "data", "ca.crt"); strings.TrimSpace(got) != strings.TrimSpace(testClientCA(t)) {
+				if got, _, _ := unstructured.NestedString(cm.Object, "data", "ca.crt"); strings.TrimSpace(got) != strings.TrimSpace(string(clientCA.CertPEM)) {
 					t.Errorf("the ConfigMap holds %q, not the CA given", got)
 				}
 				if at := mountedFrom(t, pod, "driverset", file); at != "ConfigMap driverset-webhook-client-ca key ca.crt" {
@@ -921,24 +924,6 @@ func expect(t *testing.T, obj map[string]any, want any, path ...string) {
 		t.Errorf("%s = %s (found %v, %v), want %s", strings.Join(path, "."), g, found, err, w)
 	}
 }
-
-// testClientCA is a CA certificate's PEM, as an admin would give webhook.clientCA.
-func testClientCA(t *testing.T) string {
-	t.Helper()
-	clientCAOnce.Do(func() {
-		ca, err := certs.NewAuthority("apiserver-webhook-client-ca", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clientCAPEM = string(ca.CertPEM)
-	})
-	return clientCAPEM
-}
-
-var (
-	clientCAOnce sync.Once //nolint:gochecknoglobals // one CA for the whole test binary
-	clientCAPEM  string    //nolint:gochecknoglobals
-)
 
 // mountedFrom says what the file at path of container comes from: "ConfigMap <name> key <key>",
 // or "" when no volume of pod mounts it.
