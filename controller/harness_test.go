@@ -57,6 +57,9 @@ type cluster struct {
 	deletes []deletion
 	creates []string        // "Kind/name" of every Create call that reached the fake apiserver
 	created []client.Object // what each of them asked to create
+	// reconciling is set while the placeholder's reconciler runs (reconcile): each force-delete of
+	// a driver pod it makes then is asked of ForceDeletion, as deletes.driverset.dev asks it.
+	reconciling bool
 }
 
 // sparkDriverPod is spark-submit's Spark 3.5 driver pod as the webhook receives it (the fixture the
@@ -148,6 +151,13 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *o.Preconditions.UID, stored.GetUID()))
 	}
 	force := o.GracePeriodSeconds != nil && *o.GracePeriodSeconds == 0
+	if pod, ok := stored.(*corev1.Pod); ok && force && h.reconciling && pod.Labels["spark-role"] == "driver" {
+		// Every force-delete of a driver the controller makes must pass the webhook entry's check
+		// (ForceDeletion), or driverset would be refused its own fence on a cluster.
+		if ok, why, err := h.r.ForceDeletion(ctx, pod); err != nil || !ok {
+			h.t.Errorf("the controller force-deleted driver pod %s, which deletes.driverset.dev refuses: %s (%v)", pod.Name, why, err)
+		}
+	}
 	h.deletes = append(h.deletes, deletion{kind: reflect.TypeOf(obj).Elem().Name(), name: obj.GetName(), uid: stored.GetUID(), force: force})
 	if pod, ok := stored.(*corev1.Pod); ok {
 		switch {
@@ -189,7 +199,9 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 // a deleted S-0 go once its exit is read), and fails the test on error.
 func (h *cluster) reconcile() ctrl.Result {
 	h.t.Helper()
+	h.reconciling = true
 	res, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: h.p})
+	h.reconciling = false
 	if err != nil {
 		h.t.Fatalf("Reconcile: %v", err)
 	}

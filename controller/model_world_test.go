@@ -364,7 +364,12 @@ func (w *mworld) pass(stale []client.Object) {
 		Seal:         testSeal(),
 		Now:          now,
 	}
-	if _, err := r.Reconcile(w.ctx, ctrl.Request{NamespacedName: w.h.p}); err != nil {
+	// Each force-delete of a driver the pass makes is asked of ForceDeletion, as the webhook entry
+	// deletes.driverset.dev asks it (cluster.delete): in every state the search reaches.
+	w.h.r, w.h.reconciling = r, true
+	_, err := r.Reconcile(w.ctx, ctrl.Request{NamespacedName: w.h.p})
+	w.h.reconciling = false
+	if err != nil {
 		w.errs = append(w.errs, "Placeholder: "+err.Error())
 	}
 	o := &Outcomes{Client: cacheView{c}, APIReader: w.h.c, Now: now}
