@@ -89,6 +89,10 @@ func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose f
 	s, names, d0, drv := r.sub, r.names, r.pod, r.driver
 	node := d0.Spec.NodeName
 	replaceNode(t, node)
+	// driverset's own force-delete is judged by deletes.driverset.dev like a stolen token's
+	// (TestStolenTokenForceDeletesNoDriverThatMayStillRun): it must be admitted, on the proof.
+	const admittedDeletes = `driverset_admission_decisions_total{outcome="skipped",reason="",webhook="deletes"}`
+	admittedBefore := metric(t, admittedDeletes)
 
 	start, err := lose(ctx, node)
 	if err != nil {
@@ -124,6 +128,9 @@ func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose f
 		}
 	}
 	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "NodeLost", "Recovered")
+	if n := metric(t, admittedDeletes); n <= admittedBefore {
+		t.Errorf("%s = %v, as before the loss: driverset's force-delete did not go through deletes.driverset.dev", admittedDeletes, n)
+	}
 	if n := metric(t, `driverset_driver_recovery_seconds_count{cause="`+cause+`"}`); n < 1 {
 		t.Errorf("recovery-time histogram has %v observations for cause %s, want at least 1", n, cause)
 	}

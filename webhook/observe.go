@@ -45,6 +45,10 @@ const (
 	// ReasonNotItsOwn: an Event that driverset's ServiceAccount asked to record and that is not
 	// about one of driverset's placeholders (the events entry).
 	ReasonNotItsOwn = "not-its-own"
+	// ReasonNotProven: a driver pod that driverset's ServiceAccount asked to remove without its
+	// kubelet (a grace-0 delete) while nothing proves that its node runs it no more (the deletes
+	// entry).
+	ReasonNotProven = "not-proven"
 	// reasonOther: a denial whose handler gave no class.
 	reasonOther = "other"
 )

@@ -258,7 +258,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
-	// One limit for the six entries: they share the replica's memory.
+	// One limit for the seven entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
 	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
@@ -297,6 +297,10 @@ func serve(ctx context.Context, args []string) error {
 	hooks.Register(webhook.CreatesPath, observed("creates", &webhook.Creates{Pods: mgr.GetAPIReader(), Builder: r}))
 	// And every Event it records must be about one of its placeholders (read live, as above).
 	hooks.Register(webhook.EventsPath, observed("events", &webhook.Events{Pods: mgr.GetAPIReader()}))
+	// And every driver pod it removes without its kubelet (grace 0) only on the proof its fence
+	// takes, read on the answering replica as the controller reads it before a fence
+	// (docs/design.md#what-a-force-delete-may-be).
+	hooks.Register(webhook.DeletesPath, observed("deletes", &webhook.Deletes{Proof: r}))
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
 	}
@@ -314,10 +318,11 @@ func serve(ctx context.Context, args []string) error {
 	// Ready also means the informer caches the webhooks read are filled: before that the
 	// incarnations webhook (failurePolicy Fail) would find no executors and executors no driver.
 	checks.readyz["informer-caches"] = cachesSynced(mgr.GetCache(), placeholders, executorSets)
-	// The driver webhook reads LimitRanges from the cache, and the creates webhook StatefulSets
-	// too (the names and seal of an app, as the controller reads them): have those informers
-	// started with it, on replicas that do not lead as well.
-	for _, obj := range []client.Object{&corev1.LimitRange{}, &appsv1.StatefulSet{}} {
+	// The driver webhook reads LimitRanges from the cache, the creates webhook StatefulSets too
+	// (the names and seal of an app, as the controller reads them), and the deletes webhook Nodes
+	// (a lost node's zone): have those informers started with it, on replicas that do not lead as
+	// well.
+	for _, obj := range []client.Object{&corev1.LimitRange{}, &appsv1.StatefulSet{}, &corev1.Node{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return err
 		}

@@ -93,8 +93,9 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 			// driverset builds from it) is the creates webhook's: the same ServiceAccount only,
 			// and always closed.
 			// So is what an Event is about (the pod is a placeholder, under the Event's UID): the
-			// events webhook's.
-			for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev"} {
+			// events webhook's. And whether a driver pod may go without its kubelet's word (the
+			// proof driverset fences on, read from the apiserver): the deletes webhook's.
+			for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev", "deletes.driverset.dev"} {
 				h := webhookNamed(t, in.objs, entry)
 				expect(t, h, "Fail", "failurePolicy")
 				expect(t, h, "Never", "reinvocationPolicy")
@@ -109,7 +110,7 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 		}
 	}
 	off := webhookNames(t, mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}))
-	for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev"} {
+	for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev", "deletes.driverset.dev"} {
 		if slices.Contains(off, entry) {
 			t.Errorf("guardRails.enabled=false still renders the webhook %s", entry)
 		}
