@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driverset/driverset/convert"
 )
@@ -27,7 +28,7 @@ func (r *Placeholder) ForceDeletion(ctx context.Context, pod *corev1.Pod) (bool,
 		ok, why := forceDeletable(pod, nil, Zone{}, 0, Heartbeat{}, "", r.now())
 		return ok, why, nil
 	}
-	p, sts, err := r.placeholderOfDriver(ctx, pod)
+	p, sts, err := placeholderOfDriver(ctx, r.apiReader(), pod)
 	if err != nil {
 		return false, "", err
 	}
@@ -54,23 +55,23 @@ func (r *Placeholder) ForceDeletion(ctx context.Context, pod *corev1.Pod) (bool,
 }
 
 // placeholderOfDriver follows driver pod's controller references to its StatefulSet and that
-// set's placeholder, both read from the apiserver; either is nil when its link is missing, gone,
-// or not driverset's.
-func (r *Placeholder) placeholderOfDriver(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *appsv1.StatefulSet, error) {
+// set's placeholder (S-0 → S → P), both read with reader; either is nil when its link is missing,
+// gone, or not driverset's.
+func placeholderOfDriver(ctx context.Context, reader client.Reader, pod *corev1.Pod) (*corev1.Pod, *appsv1.StatefulSet, error) {
 	ref := controllerOfKind(pod, "StatefulSet")
 	if ref == nil {
 		return nil, nil, nil
 	}
 	var sts appsv1.StatefulSet
-	if err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &sts); err != nil || sts.UID != ref.UID {
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &sts); err != nil || sts.UID != ref.UID {
 		return nil, nil, ignoreGone(err)
 	}
 	ref = controllerOfKind(&sts, "Pod")
 	if ref == nil {
-		return nil, nil, nil
+		return nil, &sts, nil
 	}
 	var p corev1.Pod
-	if err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &p); err != nil || p.UID != ref.UID || !convert.IsPlaceholder(&p) {
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &p); err != nil || p.UID != ref.UID || !convert.IsPlaceholder(&p) {
 		return nil, &sts, ignoreGone(err)
 	}
 	return &p, &sts, nil

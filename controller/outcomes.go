@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -245,26 +244,10 @@ func letGo(ctx context.Context, c client.Client, pod *corev1.Pod) error {
 	return client.IgnoreNotFound(c.Patch(ctx, pod, patch))
 }
 
-// placeholderOf follows pod's controller references to its placeholder (S-0 → S → P), read live;
-// nil when a link is missing, is gone, or is not driverset's.
+// placeholderOf is pod's placeholder (placeholderOfDriver), read live.
 func (o *Outcomes) placeholderOf(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	ref := controllerOfKind(pod, "StatefulSet")
-	if ref == nil {
-		return nil, nil
-	}
-	var sts appsv1.StatefulSet
-	if err := o.reader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &sts); err != nil || sts.UID != ref.UID {
-		return nil, ignoreGone(err)
-	}
-	ref = controllerOfKind(&sts, "Pod")
-	if ref == nil {
-		return nil, nil
-	}
-	var p corev1.Pod
-	if err := o.reader().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &p); err != nil || p.UID != ref.UID || !convert.IsPlaceholder(&p) {
-		return nil, ignoreGone(err)
-	}
-	return &p, nil
+	p, _, err := placeholderOfDriver(ctx, o.reader(), pod)
+	return p, err
 }
 
 func (o *Outcomes) reader() client.Reader {
