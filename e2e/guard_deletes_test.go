@@ -71,6 +71,10 @@ func TestStolenTokenForceDeletesNoDriverThatMayStillRun(t *testing.T) {
 		return err == nil && p.UID == d0.UID && p.DeletionTimestamp != nil, nil
 	})
 	refused("on a cut-off node", "not been Ready", "kubectl delete node")
+	// A delete of the evicted pod that keeps its pending grace still waits for the kubelet.
+	if err := ds.CoreV1().Pods(ns).Delete(ctx, d0.Name, graceful); err != nil {
+		t.Errorf("driverset's graceful delete of the evicted %s was refused: %v", d0.Name, err)
+	}
 	if p := getPod(t, ns, d0.Name); p.UID != d0.UID {
 		t.Fatalf("a second driver %s was started while the first one's node was only cut off", p.UID)
 	}
