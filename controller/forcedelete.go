@@ -21,8 +21,9 @@ import (
 // only on the proof the controller itself fences on, read here as the controller reads it before
 // a fence: the Node and the heartbeat from the apiserver.
 //
-// The settings come from pod's placeholder (S-0 → S → P, read from the apiserver), or from pod
-// itself when that chain is broken (its app deleted): the fence-after the pod was made with.
+// The settings come from pod's placeholder (S-0 → S → P, read from the apiserver); when that
+// chain is broken (the app gone), from pod itself, which carries no driverset annotation: the
+// cluster's. driverset fences no driver whose placeholder it cannot read.
 func (r *Placeholder) ForceDeletion(ctx context.Context, pod *corev1.Pod) (bool, string, error) {
 	if pod.Spec.NodeName == "" || isTerminal(pod.Status.Phase) {
 		ok, why := forceDeletable(pod, nil, Zone{}, 0, Heartbeat{}, "", r.now())
