@@ -51,6 +51,8 @@ type Result struct {
 	Lost bool
 	// Phases is each distinct phase seen, in order.
 	Phases []corev1.PodPhase
+	// Last is the last state of the driver pod seen before spark-submit stopped waiting (nil: none).
+	Last *corev1.Pod
 	// ExitCode is spark-submit's: 1 when it died on an exception (pod create refused, Service or
 	// ConfigMap failed), else 0 whatever the driver did.
 	ExitCode int
@@ -289,6 +291,7 @@ func (p *podWatch) observe(pod *corev1.Pod) bool {
 		p.res.FinalPhase = phase
 	}
 	p.last = pod
+	p.res.Last = pod
 	fmt.Fprintf(p.log, "State changed, new state:\n%s", formatPodState(pod))
 	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
