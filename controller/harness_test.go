@@ -151,7 +151,7 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *o.Preconditions.UID, stored.GetUID()))
 	}
 	force := o.GracePeriodSeconds != nil && *o.GracePeriodSeconds == 0
-	if pod, ok := stored.(*corev1.Pod); ok && force && h.reconciling && pod.Labels["spark-role"] == "driver" {
+	if pod, ok := stored.(*corev1.Pod); ok && force && h.reconciling && pod.Labels[contract.LabelSparkRole] == contract.RoleDriver {
 		// Every force-delete of a driver the controller makes must pass the webhook entry's check
 		// (ForceDeletion), or driverset would be refused its own fence on a cluster.
 		if ok, why, err := h.r.ForceDeletion(ctx, pod); err != nil || !ok {

@@ -238,7 +238,6 @@ type podWatch struct {
 	resets <-chan struct{}
 	// app is spark.app.name and submission the submission ID (namespace:pod), for the log.
 	app, submission string
-	last            *corev1.Pod // the pod as last seen
 }
 
 func (p *podWatch) open(ctx context.Context, rv string) error {
@@ -290,7 +289,6 @@ func (p *podWatch) observe(pod *corev1.Pod) bool {
 	if phase != "" {
 		p.res.FinalPhase = phase
 	}
-	p.last = pod
 	p.res.Last = pod
 	fmt.Fprintf(p.log, "State changed, new state:\n%s", formatPodState(pod))
 	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
@@ -413,10 +411,10 @@ const reportInterval = time.Second
 
 // finished logs the end of the wait as LoggingPodStatusWatcherImpl.watchOrStop does (3.5, 4.1).
 func (p *podWatch) finished() {
-	if p.last == nil || len(p.last.Status.ContainerStatuses) == 0 {
+	if p.res.Last == nil || len(p.res.Last.Status.ContainerStatuses) == 0 {
 		fmt.Fprintf(p.log, "No containers were found in the driver pod.\n")
 	} else {
-		fmt.Fprintf(p.log, "Container final statuses:\n\n%s", containerStates(p.last))
+		fmt.Fprintf(p.log, "Container final statuses:\n\n%s", containerStates(p.res.Last))
 	}
 	fmt.Fprintf(p.log, "Application %s with application ID %s and submission ID %s finished\n", p.app, p.res.Plan.AppID, p.submission)
 }
