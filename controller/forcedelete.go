@@ -33,26 +33,44 @@ func (r *Placeholder) ForceDeletion(ctx context.Context, pod *corev1.Pod) (bool,
 	if err != nil {
 		return false, "", err
 	}
+	in, err := r.fenceInputs(ctx, pod, p, sts)
+	if err != nil {
+		return false, "", err
+	}
+	ok, why := forceDeletable(pod, in.Node, in.Zone, in.FenceAfter, in.Heartbeat, in.Container, r.now())
+	return ok, why, nil
+}
+
+// fenceInputs are the readings assessNode fences driver pod on, read as the controller reads them
+// before a fence: the Node and the heartbeat Lease from the apiserver, the zone from the cached
+// Nodes, the settings from its placeholder p (or, with no placeholder, from pod itself, which
+// carries no driverset annotation: the cluster's).
+type fenceInputs struct {
+	Node       *corev1.Node // nil: gone
+	Zone       Zone
+	FenceAfter time.Duration
+	Heartbeat  Heartbeat
+	Container  string
+}
+
+// fenceInputs reads them for bound driver pod, whose placeholder p and StatefulSet sts were read
+// by placeholderOfDriver.
+func (r *Placeholder) fenceInputs(ctx context.Context, pod, p *corev1.Pod, sts *appsv1.StatefulSet) (fenceInputs, error) {
 	settingsFrom := p
 	if settingsFrom == nil {
 		settingsFrom = pod
 	}
 	settings, _ := settingsOf(settingsFrom, sts, r.config())
-	container := driverContainer(settingsFrom)
-	node, err := r.liveNode(ctx, pod.Spec.NodeName)
-	if err != nil {
-		return false, "", err
+	in := fenceInputs{FenceAfter: settings.FenceAfter, Container: driverContainer(settingsFrom)}
+	var err error
+	if in.Node, err = r.liveNode(ctx, pod.Spec.NodeName); err != nil {
+		return in, err
 	}
-	zone, err := r.zoneOf(ctx, node, settings.FenceAfter)
-	if err != nil {
-		return false, "", err
+	if in.Zone, err = r.zoneOf(ctx, in.Node, in.FenceAfter); err != nil {
+		return in, err
 	}
-	hb, err := r.heartbeatOf(ctx, pod, container, true)
-	if err != nil {
-		return false, "", err
-	}
-	ok, why := forceDeletable(pod, node, zone, settings.FenceAfter, hb, container, r.now())
-	return ok, why, nil
+	in.Heartbeat, err = r.heartbeatOf(ctx, pod, in.Container, true)
+	return in, err
 }
 
 // placeholderOfDriver follows driver pod's controller references to its StatefulSet and that

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +58,11 @@ type cluster struct {
 	deletes []deletion
 	creates []string        // "Kind/name" of every Create call that reached the fake apiserver
 	created []client.Object // what each of them asked to create
-	// reconciling is set while the placeholder's reconciler runs (reconcile): each force-delete of
-	// a driver pod it makes then is asked of ForceDeletion, as deletes.driverset.dev asks it.
+	// reconciling is set while driverset's reconcilers run (reconcile): each force-delete of a
+	// driver pod they make then is asked of ForceDeletion, as deletes.driverset.dev asks it, and
+	// each removal of driverset's finalizer from a pod of MayRelease, as releases.driverset.dev does.
 	reconciling bool
+	releases    int // finalizer removals asked of MayRelease
 }
 
 // sparkDriverPod is spark-submit's Spark 3.5 driver pod as the webhook receives it (the fixture the
@@ -108,7 +111,7 @@ func newCluster(t *testing.T, annotations map[string]string, metrics *Metrics, o
 	h.c = withEventFields(fake.NewClientBuilder()).
 		WithObjects(append([]client.Object{p}, objs...)...).
 		WithStatusSubresource(&corev1.Pod{}).
-		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: h.create, Delete: h.delete, Update: h.update, Patch: h.patch}).
 		Build()
 	h.r = &Placeholder{
 		Client:    cacheView{h.c},
@@ -195,6 +198,37 @@ func (h *cluster) delete(ctx context.Context, c client.WithWatch, obj client.Obj
 	return nil
 }
 
+// update and patch ask MayRelease of each removal of driverset's finalizer from a pod that the
+// reconcilers make (reconciling), as releases.driverset.dev asks it: driverset's own releases
+// must pass the entry, or it would be refused them on a cluster. Both see obj as it is to be (the
+// controller releases with a merge patch made from the pod it changed, letGo).
+func (h *cluster) update(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+	h.checkRelease(ctx, c, obj)
+	return c.Update(ctx, obj, opts...)
+}
+
+func (h *cluster) patch(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	h.checkRelease(ctx, c, obj)
+	return c.Patch(ctx, obj, patch, opts...)
+}
+
+// checkRelease asks MayRelease when obj, as it is to be, lacks the finalizer that its stored
+// version, read with stored, has.
+func (h *cluster) checkRelease(ctx context.Context, stored client.Reader, obj client.Object) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !h.reconciling || slices.Contains(pod.Finalizers, contract.FinalizerOutcome) {
+		return
+	}
+	var was corev1.Pod
+	if err := stored.Get(ctx, client.ObjectKeyFromObject(pod), &was); err != nil || !slices.Contains(was.Finalizers, contract.FinalizerOutcome) {
+		return
+	}
+	h.releases++
+	if ok, why, err := h.r.MayRelease(ctx, &was); err != nil || !ok {
+		h.t.Errorf("driverset took its finalizer off pod %s, which releases.driverset.dev refuses: %s (%v)", pod.Name, why, err)
+	}
+}
+
 // reconcile runs one Reconcile of P, then one of its S-0 by the Outcomes reconciler (which lets
 // a deleted S-0 go once its exit is read), and fails the test on error.
 func (h *cluster) reconcile() ctrl.Result {
@@ -213,6 +247,8 @@ func (h *cluster) reconcile() ctrl.Result {
 func (h *cluster) releaseOutcome() {
 	h.t.Helper()
 	o := &Outcomes{Client: cacheView{h.c}}
+	h.reconciling = true
+	defer func() { h.reconciling = false }()
 	if _, err := o.Reconcile(h.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: h.p.Namespace, Name: h.names.DriverPodName()}}); err != nil {
 		h.t.Fatalf("Outcomes.Reconcile: %v", err)
 	}

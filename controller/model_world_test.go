@@ -63,7 +63,19 @@ func restore(t *testing.T, cfg modelConfig, names contract.Names, p types.Namesp
 // newClient is a fake apiserver holding copies of objs, with the harness's UID preconditions and
 // graceful deletes, the model's UIDs, and deletion times in the model's time.
 func (w *mworld) newClient(objs []client.Object) client.WithWatch {
-	return modelTimes{w.rawClient(objs, interceptor.Funcs{Create: w.create, Delete: w.delete}), w, map[string]memoized{}}
+	return modelTimes{w.rawClient(objs, interceptor.Funcs{Create: w.create, Delete: w.delete, Update: w.update, Patch: w.patch}), w, map[string]memoized{}}
+}
+
+// update and patch are the harness's (cluster.checkRelease), the pod as stored read in the
+// model's time.
+func (w *mworld) update(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+	w.h.checkRelease(ctx, modelTimes{c, w, nil}, obj)
+	return c.Update(ctx, obj, opts...)
+}
+
+func (w *mworld) patch(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	w.h.checkRelease(ctx, modelTimes{c, w, nil}, obj)
+	return c.Patch(ctx, obj, patch, opts...)
 }
 
 // rawClient is a fake apiserver holding copies of objs. It keeps no managed fields (driverset
@@ -366,9 +378,11 @@ func (w *mworld) pass(stale []client.Object) {
 	}
 	// Each force-delete of a driver the pass makes is asked of ForceDeletion, as the webhook entry
 	// deletes.driverset.dev asks it (cluster.delete): in every state the search reaches.
+	// Each removal of driverset's finalizer either reconciler makes is asked of MayRelease, as
+	// releases.driverset.dev asks it.
 	w.h.r, w.h.reconciling = r, true
+	defer func() { w.h.reconciling = false }()
 	_, err := r.Reconcile(w.ctx, ctrl.Request{NamespacedName: w.h.p})
-	w.h.reconciling = false
 	if err != nil {
 		w.errs = append(w.errs, "Placeholder: "+err.Error())
 	}
