@@ -93,6 +93,10 @@ func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose f
 	// (TestStolenTokenForceDeletesNoDriverThatMayStillRun): it must be admitted, on the proof.
 	const admittedDeletes = `driverset_admission_decisions_total{outcome="skipped",reason="",webhook="deletes"}`
 	admittedBefore := metric(t, admittedDeletes)
+	// And so is its release of the pod's finalizer by releases.driverset.dev
+	// (TestStolenTokenReleasesNoDriverThatMayStillRun).
+	const admittedReleases = `driverset_admission_decisions_total{outcome="skipped",reason="",webhook="releases"}`
+	releasesBefore := metric(t, admittedReleases)
 
 	start, err := lose(ctx, node)
 	if err != nil {
@@ -130,6 +134,9 @@ func recoverFromNodeLoss(t *testing.T, cause string, bound time.Duration, lose f
 	expectEvents(t, getPod(t, ns, s.plan.DriverPodName), "NodeLost", "Recovered")
 	if n := metric(t, admittedDeletes); n <= admittedBefore {
 		t.Errorf("%s = %v, as before the loss: driverset's force-delete did not go through deletes.driverset.dev", admittedDeletes, n)
+	}
+	if n := metric(t, admittedReleases); n <= releasesBefore {
+		t.Errorf("%s = %v, as before the loss: driverset's release of the lost pod did not go through releases.driverset.dev", admittedReleases, n)
 	}
 	if n := metric(t, `driverset_driver_recovery_seconds_count{cause="`+cause+`"}`); n < 1 {
 		t.Errorf("recovery-time histogram has %v observations for cause %s, want at least 1", n, cause)

@@ -47,7 +47,8 @@ const (
 	ReasonNotItsOwn = "not-its-own"
 	// ReasonNotProven: a driver pod that driverset's ServiceAccount asked to remove without its
 	// kubelet (a grace-0 delete) while nothing proves that its node runs it no more (the deletes
-	// entry).
+	// entry), or to let go of (its finalizer taken off) while the controller would hold it (the
+	// releases entry).
 	ReasonNotProven = "not-proven"
 	// reasonOther: a denial whose handler gave no class.
 	reasonOther = "other"

@@ -258,7 +258,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	pods := controller.Pods{Main: mgr.GetCache(), Placeholders: placeholders}
 	hooks := mgr.GetWebhookServer()
-	// One limit for the seven entries: they share the replica's memory.
+	// One limit for the eight entries: they share the replica's memory.
 	limit := webhook.NewLimiter(f.maxAdmissions, f.maxAdmissionBytes)
 	limit.Timeout = f.admissionTimeout
 	// Each entry's answers are counted and logged (webhook.Observed) under its name; only the
@@ -301,6 +301,10 @@ func serve(ctx context.Context, args []string) error {
 	// takes, read on the answering replica as the controller reads it before a fence
 	// (docs/design.md#what-a-force-delete-may-be).
 	hooks.Register(webhook.DeletesPath, observed("deletes", &webhook.Deletes{Proof: r}))
+	// And takes its finalizer off a driver pod or placeholder only when the controller would let
+	// it go itself, read as the Outcomes reconciler reads it
+	// (docs/design.md#what-a-finalizer-release-may-be).
+	hooks.Register(webhook.ReleasesPath, observed("releases", &webhook.Releases{Proof: r}))
 	if err := r.SetupWithManager(ctx, mgr, placeholders, f.workers); err != nil {
 		return err
 	}

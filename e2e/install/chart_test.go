@@ -293,8 +293,8 @@ func TestChartValues(t *testing.T) {
 			}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				hooks := webhooks(t, objs)
-				if len(hooks) != 7 {
-					t.Fatalf("%d webhooks, want 7", len(hooks))
+				if len(hooks) != 8 {
+					t.Fatalf("%d webhooks, want 8", len(hooks))
 				}
 				for _, h := range hooks {
 					expect(t, h, []any{
@@ -564,21 +564,21 @@ func TestChartValues(t *testing.T) {
 			name:   "namespace policy off: only opted-in drivers",
 			values: map[string]any{"namespacePolicy": map[string]any{"enabled": false}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
-				if got := webhookNames(t, objs); !reflect.DeepEqual(got, []string{"drivers.driverset.dev", "executors.driverset.dev", "incarnations.driverset.dev", "creates.driverset.dev", "events.driverset.dev", "deletes.driverset.dev"}) {
+				if got := webhookNames(t, objs); !reflect.DeepEqual(got, []string{"drivers.driverset.dev", "executors.driverset.dev", "incarnations.driverset.dev", "creates.driverset.dev", "events.driverset.dev", "deletes.driverset.dev", "releases.driverset.dev"}) {
 					t.Errorf("webhooks %v", got)
 				}
 			},
 		},
 		{
-			name:   "webhook timeout and failure policy, on the pod webhooks; creates, events and deletes always fail closed",
+			name:   "webhook timeout and failure policy, on the pod webhooks; creates, events, deletes and releases always fail closed",
 			values: map[string]any{"webhook": map[string]any{"timeoutSeconds": 2, "failurePolicy": "Ignore"}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				for _, h := range webhooks(t, objs) {
 					expect(t, h, 2, "timeoutSeconds")
-					// Only driverset's own creates, Events and driver-pod deletes reach them: failing
-					// closed blocks no user, and failing open would let a stolen token's write through
-					// unchecked.
-					if h["name"] == "creates.driverset.dev" || h["name"] == "events.driverset.dev" || h["name"] == "deletes.driverset.dev" {
+					// Only driverset's own creates, Events, driver-pod deletes and finalizer removals
+					// reach them: failing closed blocks no user, and failing open would let a stolen
+					// token's write through unchecked.
+					if h["name"] == "creates.driverset.dev" || h["name"] == "events.driverset.dev" || h["name"] == "deletes.driverset.dev" || h["name"] == "releases.driverset.dev" {
 						expect(t, h, "Fail", "failurePolicy")
 						continue
 					}

@@ -102,6 +102,18 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 				expect(t, h, []any{map[string]any{"name": "driverset",
 					"expression": "request.userInfo.username == 'system:serviceaccount:" + in.ns + ":driverset'"}}, "matchConditions")
 			}
+			// And whether driverset may take its finalizer off a driver pod or placeholder (the
+			// driver's exit read, the driver unable to run, read from the apiserver): the releases
+			// webhook's, sent only the updates that remove that finalizer.
+			h := webhookNamed(t, in.objs, "releases.driverset.dev")
+			expect(t, h, "Fail", "failurePolicy")
+			expect(t, h, "Never", "reinvocationPolicy")
+			expect(t, h, []any{
+				map[string]any{"name": "driverset",
+					"expression": "request.userInfo.username == 'system:serviceaccount:" + in.ns + ":driverset'"},
+				map[string]any{"name": "removes-outcome-finalizer",
+					"expression": "has(oldObject.metadata.finalizers) && 'driverset.dev/outcome' in oldObject.metadata.finalizers && !(has(object.metadata.finalizers) && 'driverset.dev/outcome' in object.metadata.finalizers)"},
+			}, "matchConditions")
 		})
 	}
 	for _, u := range mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}) {
@@ -110,7 +122,7 @@ func TestEveryInstallShipsTheGuardRails(t *testing.T) {
 		}
 	}
 	off := webhookNames(t, mustRenderChart(t, systemNamespace, map[string]any{"guardRails": map[string]any{"enabled": false}}))
-	for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev", "deletes.driverset.dev"} {
+	for _, entry := range []string{"creates.driverset.dev", "events.driverset.dev", "deletes.driverset.dev", "releases.driverset.dev"} {
 		if slices.Contains(off, entry) {
 			t.Errorf("guardRails.enabled=false still renders the webhook %s", entry)
 		}
