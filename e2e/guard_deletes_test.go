@@ -6,7 +6,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,15 +60,8 @@ func TestStolenTokenForceDeletesNoDriverThatMayStillRun(t *testing.T) {
 
 	// Its node cut off: not Ready, tainted unreachable, the pod evicted and Terminating, and still
 	// running there as far as anyone can tell. No fence-after, no heartbeat, no admin's proof.
-	replaceNode(t, d0.Spec.NodeName)
-	if err := bed.cluster.KillNode(ctx, d0.Spec.NodeName); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), d0.Spec.NodeName) })
-	waitFor(t, 2*time.Minute, "the driver pod evicted from its cut-off node", func(ctx context.Context) (bool, error) {
-		p, err := kube().CoreV1().Pods(ns).Get(ctx, d0.Name, metav1.GetOptions{})
-		return err == nil && p.UID == d0.UID && p.DeletionTimestamp != nil, nil
-	})
+	cutOff(t, d0.Spec.NodeName)
+	waitEvicted(t, d0)
 	refused("on a cut-off node", "not been Ready", "kubectl delete node")
 	// A delete of the evicted pod that keeps its pending grace still waits for the kubelet.
 	if err := ds.CoreV1().Pods(ns).Delete(ctx, d0.Name, graceful); err != nil {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,15 +59,8 @@ func TestStolenTokenReleasesNoDriverThatMayStillRun(t *testing.T) {
 
 	// Its node cut off: not Ready, tainted unreachable, the pod evicted and Terminating, and its
 	// driver still running there as far as anyone can tell. No fence-after, no admin's proof.
-	replaceNode(t, d0.Spec.NodeName)
-	if err := bed.cluster.KillNode(ctx, d0.Spec.NodeName); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), d0.Spec.NodeName) })
-	waitFor(t, 2*time.Minute, "the driver pod evicted from its cut-off node", func(ctx context.Context) (bool, error) {
-		p, err := kube().CoreV1().Pods(ns).Get(ctx, d0.Name, metav1.GetOptions{})
-		return err == nil && p.UID == d0.UID && p.DeletionTimestamp != nil, nil
-	})
+	cutOff(t, d0.Spec.NodeName)
+	waitEvicted(t, d0)
 	refused(d0.Name, "a deleted driver pod on a cut-off node", "may still run", d0.Spec.NodeName)
 	if p := getPod(t, ns, d0.Name); p.UID != d0.UID || !slices.Contains(p.Finalizers, contract.FinalizerOutcome) {
 		t.Fatalf("driver pod %s (%s) is no longer held: %v", p.Name, p.UID, p.Finalizers)

@@ -221,6 +221,26 @@ func replaceNode(t *testing.T, node string) {
 	}
 }
 
+// cutOff cuts node off from the control plane for the rest of the test (its kubelet silent, its
+// pods running on as far as anyone can tell), a fresh node taking its place.
+func cutOff(t *testing.T, node string) {
+	t.Helper()
+	replaceNode(t, node)
+	if err := bed.cluster.KillNode(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), node) })
+}
+
+// waitEvicted waits for pod, on a node cut off, to be evicted: the same pod, Terminating.
+func waitEvicted(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, "the driver pod evicted from its cut-off node", func(ctx context.Context) (bool, error) {
+		p, err := kube().CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && p.UID == pod.UID && p.DeletionTimestamp != nil, nil
+	})
+}
+
 func waitPodRunning(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod

@@ -103,11 +103,7 @@ func TestObservability(t *testing.T) {
 	// The driver's node dies and nobody acts: the driver waits for an admin.
 	names := contract.NamesFor(kept.plan.DriverPodName)
 	d0 := runningDriver(t, ns, names, "")
-	replaceNode(t, d0.Spec.NodeName)
-	if err := bed.cluster.KillNode(ctx, d0.Spec.NodeName); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), d0.Spec.NodeName) })
+	cutOff(t, d0.Spec.NodeName)
 	killed := time.Now()
 	var after string
 	waitFor(t, 3*time.Minute, "the gauge to show a driver waiting for an admin", func(context.Context) (bool, error) {

@@ -283,11 +283,7 @@ func TestFenceAfterBelowTheAdminsFloorIsRaisedToIt(t *testing.T) {
 		}
 		return false, nil
 	})
-	replaceNode(t, d0.Spec.NodeName)
-	if err := bed.cluster.KillNode(ctx, d0.Spec.NodeName); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.cluster.ReviveNode(context.Background(), d0.Spec.NodeName) })
+	cutOff(t, d0.Spec.NodeName)
 	d1 := runningDriverWithin(t, 2*time.Minute, ns, names, string(d0.UID))
 	node, err := kube().CoreV1().Nodes().Get(ctx, d0.Spec.NodeName, metav1.GetOptions{})
 	if err != nil {
