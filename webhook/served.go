@@ -14,8 +14,9 @@ import (
 const ReasonNotServed = "not-served"
 
 // Served answers reviews about the namespaces driverset serves (a namespaced install's
-// --watch-namespaces, none: every namespace; never the Excluded ones, which its webhooks skip:
-// kube-system and its own namespace by default) with Handler, and refuses every other before
+// --watch-namespaces, none: every namespace; of those only the Included, when given; never the
+// Excluded ones, which its webhooks skip: kube-system and its own namespace by default) with
+// Handler, and refuses every other before
 // Handler reads anything for it. The apiserver never sends such a review (each webhook's
 // namespaceSelector names the same namespaces), so one is a caller's own: without it, a pod that
 // can reach the webhook could learn about pods, executors and LimitRanges of namespaces driverset
@@ -26,6 +27,10 @@ type Served struct {
 	Namespaces []string
 	// Excluded are never served, watched or not: --excluded-namespaces and driverset's own.
 	Excluded []string
+	// Included, when not empty, are the only namespaces the webhooks' selector lets through
+	// (--included-namespaces, the chart's webhook.includedNamespaces), watched or not: the caches
+	// are not limited to them, the webhooks are.
+	Included []string
 	Handler  admission.Handler
 	// Pass: a review about another namespace is allowed unchanged, not refused, still with nothing
 	// read. For the executors entry, which fails open: were the selector and the flags ever to
@@ -56,6 +61,8 @@ func (s Served) notServed(ns string) string {
 		return fmt.Sprintf("driverset does not serve namespace %q (its webhooks skip %s)", ns, strings.Join(s.Excluded, ", "))
 	case len(s.Namespaces) > 0 && !slices.Contains(s.Namespaces, ns):
 		return fmt.Sprintf("driverset serves only namespaces %s (--watch-namespaces), not %q", strings.Join(s.Namespaces, ", "), ns)
+	case len(s.Included) > 0 && !slices.Contains(s.Included, ns):
+		return fmt.Sprintf("driverset serves only namespaces %s (--included-namespaces), not %q", strings.Join(s.Included, ", "), ns)
 	}
 	return ""
 }

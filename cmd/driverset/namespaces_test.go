@@ -80,6 +80,17 @@ func TestServedNamespaces(t *testing.T) {
 	if _, err := parseServeFlags([]string{"--image=x", "--excluded-namespaces=Kube_System"}); err == nil {
 		t.Error("a malformed --excluded-namespaces was accepted")
 	}
+	// --included-namespaces (the chart's webhook.includedNamespaces): only those are answered.
+	f, err := parseServeFlags([]string{"--image=x", "--included-namespaces=spark-b,spark-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := servedBy(f, nil, false).Included; !reflect.DeepEqual(got, []string{"spark-a", "spark-b"}) {
+		t.Errorf("included %q, want spark-a, spark-b", got)
+	}
+	if _, err := parseServeFlags([]string{"--image=x", "--included-namespaces=a,,b"}); err == nil {
+		t.Error("an empty namespace in --included-namespaces was accepted")
+	}
 }
 
 // Both caches, the manager's and the placeholders', watch only the watched namespaces, and keep

@@ -76,6 +76,9 @@ type serveFlags struct {
 	watchNamespaces   []string
 	// excludedNamespaces are skipped by the webhooks (with driverset's own: servedBy).
 	excludedNamespaces []string
+	// includedNamespaces, when set, are the only namespaces the webhooks' selector lets through
+	// (the chart's webhook.includedNamespaces): the others are not served (servedBy).
+	includedNamespaces []string
 	zap                zap.Options
 }
 
@@ -118,6 +121,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.clientNames, "webhook-client-names", "", "with --webhook-client-ca: the common names a client certificate may have, comma-separated (empty: any the CA signed)")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles, e.g. 127.0.0.1:6060 (reached with kubectl port-forward); unauthenticated, so keep it on localhost; 0 turns it off")
 	watch := fs.String("watch-namespaces", "", "comma-separated namespaces: the only ones driverset caches and acts in (the namespaced install: its RBAC binds it there only); empty: every namespace")
+	included := fs.String("included-namespaces", "", "comma-separated namespaces its webhooks' namespaceSelector is limited to (the chart's webhook.includedNamespaces): a review about any other is refused (or, for executors, left alone) before anything is read for it; the caches are not limited (that is --watch-namespaces); empty: no such limit")
 	excluded := fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces its webhooks' namespaceSelector skips (the chart's webhook.excludedNamespaces), besides driverset's own: a review about one is refused (or, for executors, left alone) before anything is read for it; empty: only driverset's own")
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -128,6 +132,9 @@ func parseServeFlags(args []string) (serveFlags, error) {
 		return f, err
 	}
 	if f.excludedNamespaces, err = namespaceList("--excluded-namespaces", *excluded); err != nil {
+		return f, err
+	}
+	if f.includedNamespaces, err = namespaceList("--included-namespaces", *included); err != nil {
 		return f, err
 	}
 	if err := f.applyLogLevel(fs); err != nil {
@@ -394,7 +401,7 @@ func webhookAddr(f serveFlags) string {
 // servedBy answers with h the reviews about the namespaces driverset serves: the watched ones (none:
 // all), never the excluded ones nor its own (webhook.Served); pass leaves the others alone.
 func servedBy(f serveFlags, h admission.Handler, pass bool) webhook.Served {
-	return webhook.Served{Namespaces: f.watchNamespaces, Excluded: append(slices.Clone(f.excludedNamespaces), ownNamespace(f)), Handler: h, Pass: pass}
+	return webhook.Served{Namespaces: f.watchNamespaces, Included: f.includedNamespaces, Excluded: append(slices.Clone(f.excludedNamespaces), ownNamespace(f)), Handler: h, Pass: pass}
 }
 
 // ownNamespace is driverset's own namespace: the pod's, or the leader election's outside a pod.

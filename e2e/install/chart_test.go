@@ -237,6 +237,15 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "the namespaces the webhooks are limited to are those serve answers reviews about",
+			values: map[string]any{"webhook": map[string]any{"includedNamespaces": []any{"spark-a", "spark-b"}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if args := containerArgs(t, podSpec(t, find(t, objs, "Deployment", "driverset"))); !containsString(args, "--included-namespaces=spark-a,spark-b") {
+					t.Errorf("serve is not given --included-namespaces=spark-a,spark-b: %v", args)
+				}
+			},
+		},
+		{
 			name:   "no namespace skipped but driverset's own: serve told so",
 			values: map[string]any{"webhook": map[string]any{"excludedNamespaces": []any{}}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
