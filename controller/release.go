@@ -67,8 +67,8 @@ func heldForItsNode(pod, placeholder *corev1.Pod) bool {
 //     pod's later deletion until its exit is read and its kubelet confirms.
 func mayRelease(pod, placeholder *corev1.Pod, down bool, now time.Time) (bool, string) {
 	if pod.DeletionTimestamp == nil && !down {
-		return false, "it is not deleted, and nothing proves node " + pod.Spec.NodeName + " runs it no more: " +
-			"its finalizer holds its deletion until its exit is read and its kubelet confirms"
+		return false, "it is not deleted, and driverset lets such a pod go only as it fences it, which nothing proves" +
+			onNode(pod) + ": its finalizer holds its deletion until its exit is read and its kubelet confirms"
 	}
 	return releasable(pod, placeholder, now, down)
 }
@@ -89,4 +89,12 @@ func (r *Placeholder) mayReleasePlaceholder(ctx context.Context, p *corev1.Pod) 
 		return false, "its app's driver pod " + d.Value.Name + " is still there: the placeholder is let go once it is gone", nil
 	}
 	return true, "its app is deleted and its driver pod is gone", nil
+}
+
+// onNode names pod's node for a message: "" when it has none.
+func onNode(pod *corev1.Pod) string {
+	if pod.Spec.NodeName == "" {
+		return ""
+	}
+	return " (node " + pod.Spec.NodeName + ")"
 }
