@@ -41,6 +41,7 @@ func (w *mworld) events() []mevent {
 	out = append(out, w.userEvents()...)
 	out = append(out, w.driversetEvents()...)
 	out = append(out, w.claimEvents()...)
+	out = append(out, w.tokenEvents()...)
 	return slices.DeleteFunc(out, func(e mevent) bool { return !w.cfg.has(e.kind) })
 }
 
@@ -132,7 +133,10 @@ func (w *mworld) stsCreate() mevent {
 	return mevent{name: "StatefulSet controller creates S-0", kind: kindCluster, apply: func(w *mworld) {
 		if prev := w.m.lastInc(); prev != nil && prev.OwnExit != nil && prev.OwnExitSeen && prev.OwnExitBeforeDelete {
 			p := w.placeholder()
-			_, counted := restartsOf(p)
+			var counted types.UID
+			if p != nil { // gone before its StatefulSet: its finalizer taken off by someone
+				_, counted = restartsOf(p)
+			}
 			lost := counted != prev.UID && (p == nil || !isTerminal(p.Status.Phase))
 			switch {
 			case *prev.OwnExit == 0:

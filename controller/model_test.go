@@ -87,7 +87,7 @@ type modelConfig struct {
 }
 
 func (c modelConfig) has(kind string) bool {
-	if kind == kindClaims || kind == kindSets { // only where a scenario names them ("everything" explores without)
+	if kind == kindClaims || kind == kindSets || kind == kindToken { // only where a scenario names them ("everything" explores without)
 		return slices.Contains(c.kinds, kind)
 	}
 	return c.kinds == nil || slices.Contains(c.kinds, kind)
@@ -129,6 +129,12 @@ var modelConfigs = []modelConfig{
 		kinds: append([]string{kindClaims, kindNode}, always...)},
 	{name: "executor StatefulSets of a shared app id", depth: 7,
 		kinds: append([]string{kindSets, kindNode}, always...)},
+	// A stolen driverset token does at any moment whatever deletes.driverset.dev and
+	// releases.driverset.dev admit (model_token_test.go): on lost nodes, and as the app is deleted.
+	{name: "a stolen token, node loss", depth: 8,
+		kinds: append([]string{kindToken, kindNode, kindDelete, kindForce}, always...)},
+	{name: "a stolen token, the app deleted", depth: 7,
+		kinds: append([]string{kindToken, kindApp, kindNode, kindDelete, kindForce}, always...)},
 	{name: "everything", depth: 3, shallower: 3},
 }
 

@@ -356,6 +356,21 @@ func (w *mworld) readingFrom(stale []client.Object) client.Client {
 	return splitReads{Client: w.h.c, reads: modelTimes{w.rawClient(stale, interceptor.Funcs{}), w, nil}}
 }
 
+// reconciler is the Placeholder reconciler as the elected driverset runs it, reading through c's
+// cache (cacheView) and the apiserver live; sets is the executor-set cache (nil: none).
+func (w *mworld) reconciler(c client.Client, sets client.Reader) *Placeholder {
+	return &Placeholder{
+		Client:       cacheView{c},
+		APIReader:    w.h.c,
+		ExecutorSets: sets,
+		Events:       &events.FakeRecorder{},
+		Convert:      convert.Options{Image: "registry.example/driverset:test"},
+		Budget:       Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
+		Seal:         testSeal(),
+		Now:          func() time.Time { return w.m.now() },
+	}
+}
+
 // pass is one run of the Placeholder reconciler for P, then of the Outcomes reconciler for S-0, as
 // the elected driverset runs them: reading through its caches (cacheView), or, with stale, through
 // a cache that has not seen the last event's writes yet (a new leader, or a watch behind).
@@ -366,16 +381,7 @@ func (w *mworld) pass(stale []client.Object) {
 	if w.cfg.modelsLeftovers() {
 		sets = c
 	}
-	r := &Placeholder{
-		Client:       cacheView{c},
-		APIReader:    w.h.c,
-		ExecutorSets: sets,
-		Events:       &events.FakeRecorder{},
-		Convert:      convert.Options{Image: "registry.example/driverset:test"},
-		Budget:       Budget{Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute},
-		Seal:         testSeal(),
-		Now:          now,
-	}
+	r := w.reconciler(c, sets)
 	// Each force-delete of a driver the pass makes is asked of ForceDeletion, as the webhook entry
 	// deletes.driverset.dev asks it (cluster.delete): in every state the search reaches.
 	// Each removal of driverset's finalizer either reconciler makes is asked of MayRelease, as
