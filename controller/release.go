@@ -34,10 +34,12 @@ func (r *Placeholder) MayRelease(ctx context.Context, pod *corev1.Pod) (bool, st
 			return ok, why, nil
 		}
 	}
-	if pod.Spec.NodeName == "" || isTerminal(pod.Status.Phase) {
+	if pod.Spec.NodeName == "" {
 		ok, why := mayRelease(pod, p, false, now)
 		return ok, why, nil
 	}
+	// An ended pod's node is read too: the fence releases one the kubelet ended (evicted) but
+	// nobody deleted yet, its Node gone.
 	in, err := r.fenceInputs(ctx, pod, p, sts)
 	if err != nil {
 		return false, "", err

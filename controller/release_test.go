@@ -116,3 +116,27 @@ func TestMayReleaseReadsLive(t *testing.T) {
 		t.Errorf("a deleted placeholder whose S-0 is gone is held: %s", why)
 	}
 }
+
+// An ended S-0 not deleted yet (its kubelet evicted it, say) on a Node that is then deleted: the
+// fence releases it before its force-delete, so MayRelease must read its node too (`make model`,
+// "everything" 4 deep, found the fence refused when it did not).
+func TestMayReleaseAnEndedDriverOnAGoneNode(t *testing.T) {
+	h := runningCluster(t, nil, nil)
+	st := runningStatus(t0)
+	st.Phase = corev1.PodFailed
+	st.Reason = "Evicted"
+	d := h.setDriverStatus(st)
+	if ok, why, err := h.r.MayRelease(h.ctx, d); err != nil || ok {
+		t.Errorf("an ended S-0 on its Ready node, not deleted: %v, %s (%v)", ok, why, err)
+	}
+	var node corev1.Node
+	if err := h.c.Get(h.ctx, client.ObjectKey{Name: d.Spec.NodeName}, &node); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(h.ctx, &node); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why, err := h.r.MayRelease(h.ctx, d); err != nil || !ok {
+		t.Errorf("an ended S-0 whose Node is gone is held: %v, %s (%v)", ok, why, err)
+	}
+}
